@@ -1,0 +1,257 @@
+import type { IdempotencyHttpError } from './errors.js';
+import {
+  KeyInFlightError,
+  KeyMismatchError,
+  LeaseLostError,
+  LeaseLostHttpError,
+  MissingKeyError,
+  StoreUnavailableHttpError,
+} from './errors.js';
+import { fingerprint } from './fingerprint.js';
+import { parseIdempotencyKey } from './key.js';
+import type { IdempotencyOptions, ResolvedOptions } from './options.js';
+import { resolveOptions } from './options.js';
+import type { Claim, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
+import { fitResponse } from './store.js';
+
+/** The request facts the engine needs, read by the adapter. */
+export interface RequestFacts {
+  readonly method: string;
+  readonly path: string;
+  readonly contentType: string | null | undefined;
+  readonly body: Uint8Array;
+}
+
+export type Admission =
+  | { readonly kind: 'replay'; readonly response: StoredResponse }
+  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
+  | { readonly kind: 'execute'; readonly execution: Execution }
+  /** The store is down and `failOpen` is set: run the handler without protection. */
+  | { readonly kind: 'unprotected' };
+
+/** What the handler sees of its idempotency context. */
+export interface IdempotencyContext<Tx = unknown> {
+  readonly key: string;
+  readonly scope: string;
+  /** True when an earlier owner's lease ran out and this request took over. */
+  readonly takeover: boolean;
+  /** The last recovery point an earlier owner reached; resume from there. */
+  readonly resumeFrom: string | undefined;
+  readonly recoveryData: unknown;
+  /** The store transaction, in transactional mode. */
+  readonly tx: Tx;
+  /** Records a recovery point (fenced by this request's owner token). */
+  checkpoint(point: string, data?: unknown): Promise<void>;
+  /**
+   * Declares that nothing happened (validation failed inside the handler): the claim is released
+   * and the response is not stored, so the key can be used again.
+   */
+  discard(): void;
+}
+
+const WAIT_POLL_MIN_MS = 10;
+const WAIT_POLL_MAX_MS = 250;
+
+/**
+ * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
+ * then either replay, reject, or run the handler under the returned `Execution`.
+ */
+export class IdempotencyEngine<Req = unknown> {
+  readonly options: ResolvedOptions<Req>;
+
+  constructor(options: IdempotencyOptions<Req>) {
+    this.options = resolveOptions(options);
+  }
+
+  covers(method: string): boolean {
+    return this.options.methods.has(method.toUpperCase());
+  }
+
+  /**
+   * The key of a covered request, or undefined when it has none and none is required.
+   * Throws `MissingKeyError` or `InvalidKeyError`.
+   */
+  parseKey(values: readonly string[] | string | null | undefined, required = this.options.required): string | undefined {
+    const key = parseIdempotencyKey(values, this.options.header, this.options.keyPolicy);
+    if (key === undefined && required) throw new MissingKeyError(this.options.header);
+    return key;
+  }
+
+  async admit(request: Req, key: string, facts: RequestFacts): Promise<Admission> {
+    const { options } = this;
+    const scope = await options.scope(request);
+    if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
+    const ref: RecordRef = { scope, key };
+    const fp = fingerprint(facts, { fields: options.fingerprintFields });
+    const deadline = Date.now() + options.waitTimeoutMs;
+    let pollMs = WAIT_POLL_MIN_MS;
+    for (;;) {
+      let claim: Claim;
+      try {
+        claim = await options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs });
+      } catch (error) {
+        return this.storeDown(error);
+      }
+      switch (claim.kind) {
+        case 'completed':
+          return { kind: 'replay', response: claim.response };
+        case 'mismatch':
+          return { kind: 'reject', error: new KeyMismatchError() };
+        case 'acquired':
+          return this.startExecution(ref, claim);
+        case 'in_flight': {
+          const remaining = deadline - Date.now();
+          if (options.inFlight === 'conflict' || remaining <= 0) {
+            return { kind: 'reject', error: new KeyInFlightError(claim.retryAfterMs) };
+          }
+          await delay(Math.min(pollMs, remaining, Math.max(claim.retryAfterMs, 1)));
+          pollMs = Math.min(pollMs * 2, WAIT_POLL_MAX_MS);
+        }
+      }
+    }
+  }
+
+  private async startExecution(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<Admission> {
+    const { store, transactional } = this.options;
+    let transaction: StoreTransaction<unknown> | undefined;
+    if (transactional) {
+      try {
+        transaction = await (store as TransactionalStore).beginTransaction();
+      } catch (error) {
+        await store.release(ref, claim.token).catch(this.options.onError);
+        return this.storeDown(error);
+      }
+    }
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction) };
+  }
+
+  private storeDown(error: unknown): Admission {
+    this.options.onError(error);
+    if (this.options.failOpen) return { kind: 'unprotected' };
+    return { kind: 'reject', error: new StoreUnavailableHttpError(error) };
+  }
+}
+
+/** One claimed request while its handler runs: lease renewal, checkpoints, and the fenced finish. */
+export class Execution {
+  readonly context: IdempotencyContext;
+  private readonly options: ResolvedOptions<never>;
+  private readonly ref: RecordRef;
+  private readonly token: string;
+  private readonly transaction: StoreTransaction<unknown> | undefined;
+  private renewTimer: ReturnType<typeof setInterval> | undefined;
+  private leaseLost = false;
+  private discarded = false;
+  private finished = false;
+
+  constructor(
+    options: ResolvedOptions<never>,
+    ref: RecordRef,
+    claim: Extract<Claim, { kind: 'acquired' }>,
+    transaction: StoreTransaction<unknown> | undefined,
+  ) {
+    this.options = options;
+    this.ref = ref;
+    this.token = claim.token;
+    this.transaction = transaction;
+    // Inside a transaction the checkpoint must use it: the store may be serialised behind it.
+    const writer = transaction ?? options.store;
+    const checkpoint = (point: string, data?: unknown) => writer.checkpoint(ref, claim.token, point, data);
+    this.context = {
+      key: ref.key,
+      scope: ref.scope,
+      takeover: claim.takeover,
+      resumeFrom: claim.resumeFrom,
+      recoveryData: claim.recoveryData,
+      tx: transaction?.tx,
+      checkpoint,
+      discard: () => {
+        this.discarded = true;
+      },
+    };
+    if (options.renewLease) this.startRenewal();
+  }
+
+  private startRenewal(): void {
+    const { store, leaseMs, onError } = this.options;
+    this.renewTimer = setInterval(() => {
+      store.renew(this.ref, this.token, leaseMs).then(
+        (ok) => {
+          if (!ok) {
+            this.leaseLost = true;
+            this.stopRenewal();
+          }
+        },
+        (error: unknown) => onError(error),
+      );
+    }, Math.max(1, Math.floor(leaseMs / 3)));
+    this.renewTimer.unref?.();
+  }
+
+  private stopRenewal(): void {
+    if (this.renewTimer !== undefined) clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+  }
+
+  /**
+   * Ends the execution with the handler's captured response. Returns undefined when that response
+   * should be sent, or an error to send instead (in transactional mode, when nothing was committed).
+   *
+   * `threw` tells that the response is the framework's answer to a thrown error: it is stored
+   * (Stripe keeps 500s) unless the mode is transactional, where the rollback means nothing happened.
+   */
+  async finish(response: StoredResponse, threw = false): Promise<IdempotencyHttpError | undefined> {
+    if (this.finished) return undefined;
+    this.finished = true;
+    this.stopRenewal();
+    const { store, onError } = this.options;
+    const tx = this.transaction;
+    const failed = threw || (tx !== undefined && response.status >= 500);
+    if (this.discarded || (tx !== undefined && failed)) {
+      if (tx) await tx.rollback().catch(onError);
+      await this.releaseQuietly();
+      return undefined;
+    }
+    const fitted = fitResponse(response, store.maxResponseBytes);
+    if (tx === undefined) {
+      // The effect has happened: whatever the store says now, the client gets the real answer.
+      await store.complete(this.ref, this.token, fitted).catch(onError);
+      return undefined;
+    }
+    try {
+      if (this.leaseLost) throw new LeaseLostError();
+      await tx.complete(this.ref, this.token, fitted);
+      await tx.commit();
+      return undefined;
+    } catch (error) {
+      await tx.rollback().catch(() => {});
+      onError(error);
+      if (error instanceof LeaseLostError) return new LeaseLostHttpError(error);
+      await this.releaseQuietly();
+      return new StoreUnavailableHttpError(error);
+    }
+  }
+
+  /** Ends the execution without a result (the handler was abandoned before producing one). */
+  async abort(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    this.stopRenewal();
+    if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
+    await this.releaseQuietly();
+  }
+
+  private async releaseQuietly(): Promise<void> {
+    try {
+      await this.options.store.release(this.ref, this.token);
+    } catch (error) {
+      // A stale token means another request owns the key now: nothing of ours is left to release.
+      if (!(error instanceof LeaseLostError)) this.options.onError(error);
+    }
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+

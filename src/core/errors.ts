@@ -1,0 +1,185 @@
+/** Base URI of the stable problem `type`s; each case appends its slug. */
+export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
+
+/** An RFC 9457 problem details body. */
+export interface ProblemDetails {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+  readonly [extension: string]: unknown;
+}
+
+/** Every error idemkit throws carries a stable, machine-readable `code`. */
+export class IdemkitError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An option was invalid; thrown eagerly when a factory resolves its options. */
+export class InvalidOptionError extends IdemkitError {
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super('ERR_IDEMKIT_INVALID_OPTION', `Invalid option \`${option}\`: ${message}`);
+    this.option = option;
+  }
+}
+
+/** The owner token is no longer current: the lease ran out and another request took over. */
+export class LeaseLostError extends IdemkitError {
+  constructor(message = 'The idempotency record is no longer owned by this request (lease lost or record replaced)') {
+    super('ERR_IDEMKIT_LEASE_LOST', message);
+  }
+}
+
+/** A store could not be reached or answered with an error. */
+export class StoreUnavailableError extends IdemkitError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_IDEMKIT_STORE_UNAVAILABLE', message, options);
+  }
+}
+
+/** An error that maps to an HTTP answer with a problem+json body. */
+export class IdempotencyHttpError extends IdemkitError {
+  readonly status: number;
+  readonly slug: string;
+  readonly title: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly extensions: Readonly<Record<string, unknown>>;
+
+  constructor(init: {
+    code: string;
+    status: number;
+    slug: string;
+    title: string;
+    detail: string;
+    headers?: Record<string, string>;
+    extensions?: Record<string, unknown>;
+    cause?: unknown;
+  }) {
+    super(init.code, init.detail, { cause: init.cause });
+    this.status = init.status;
+    this.slug = init.slug;
+    this.title = init.title;
+    this.headers = init.headers ?? {};
+    this.extensions = init.extensions ?? {};
+  }
+
+  get type(): string {
+    return PROBLEM_BASE + this.slug;
+  }
+
+  problem(): ProblemDetails {
+    return { ...this.extensions, type: this.type, title: this.title, status: this.status, detail: this.message };
+  }
+}
+
+/** 400: the key header is absent on a route that requires one. */
+export class MissingKeyError extends IdempotencyHttpError {
+  constructor(header: string) {
+    super({
+      code: 'ERR_IDEMKIT_KEY_MISSING',
+      status: 400,
+      slug: 'missing-key',
+      title: 'Idempotency-Key is missing',
+      detail: `This operation requires an \`${header}\` header.`,
+    });
+  }
+}
+
+/** 400: the key header is present but unusable (syntax, length, characters, policy, repeated). */
+export class InvalidKeyError extends IdempotencyHttpError {
+  readonly reason: string;
+
+  constructor(header: string, reason: string) {
+    super({
+      code: 'ERR_IDEMKIT_KEY_INVALID',
+      status: 400,
+      slug: 'invalid-key',
+      title: 'Idempotency-Key is invalid',
+      detail: `The \`${header}\` header is invalid: ${reason}.`,
+      extensions: { reason },
+    });
+    this.reason = reason;
+  }
+}
+
+/** 409: the first request with this key is still being processed. */
+export class KeyInFlightError extends IdempotencyHttpError {
+  constructor(retryAfterMs: number) {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    super({
+      code: 'ERR_IDEMKIT_KEY_IN_FLIGHT',
+      status: 409,
+      slug: 'request-in-progress',
+      title: 'A request with this Idempotency-Key is in progress',
+      detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
+      headers: { 'retry-after': String(seconds) },
+    });
+  }
+}
+
+/** 409: this request lost its lease while running; its transaction was rolled back. */
+export class LeaseLostHttpError extends IdempotencyHttpError {
+  constructor(cause?: unknown) {
+    super({
+      code: 'ERR_IDEMKIT_LEASE_LOST',
+      status: 409,
+      slug: 'lease-lost',
+      title: 'The request lost ownership of its Idempotency-Key',
+      detail: 'The request ran past its lease and another request took over; nothing from this attempt was committed.',
+      headers: { 'retry-after': '1' },
+      cause,
+    });
+  }
+}
+
+/** 422: the key was already used with a different request (method, path or body). */
+export class KeyMismatchError extends IdempotencyHttpError {
+  constructor() {
+    super({
+      code: 'ERR_IDEMKIT_KEY_MISMATCH',
+      status: 422,
+      slug: 'key-reused',
+      title: 'Idempotency-Key is already used',
+      detail: 'This key was already used with a different request payload; use a new key for a new operation.',
+    });
+  }
+}
+
+/** 413: the request body is larger than the middleware reads. */
+export class BodyTooLargeError extends IdempotencyHttpError {
+  constructor(limit: number) {
+    super({
+      code: 'ERR_IDEMKIT_BODY_TOO_LARGE',
+      status: 413,
+      slug: 'body-too-large',
+      title: 'Request body too large',
+      detail: `The request body exceeds the limit of ${limit} bytes (option \`maxBodyBytes\`).`,
+      extensions: { limit },
+    });
+  }
+}
+
+/** 503: the store could not be reached, so the request is refused (fail closed). */
+export class StoreUnavailableHttpError extends IdempotencyHttpError {
+  constructor(cause?: unknown) {
+    super({
+      code: 'ERR_IDEMKIT_STORE_UNAVAILABLE',
+      status: 503,
+      slug: 'store-unavailable',
+      title: 'Idempotency store unavailable',
+      detail: 'The idempotency store could not be reached; the request was not executed. Retry with the same key.',
+      headers: { 'retry-after': '1' },
+      cause,
+    });
+  }
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';

@@ -1,0 +1,68 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+
+/** What identifies "the same request" for one key. */
+export interface FingerprintInput {
+  readonly method: string;
+  /** Path with the query string, as received. */
+  readonly path: string;
+  readonly contentType?: string | null | undefined;
+  readonly body: Uint8Array;
+}
+
+export interface FingerprintOptions {
+  /**
+   * Hash only these fields of a JSON body (dotted paths such as `customer.id`), for APIs whose
+   * clients add volatile fields (timestamps, trace ids) on retry. Non-JSON bodies are hashed whole.
+   * @default undefined (the whole body)
+   */
+  readonly fields?: readonly string[];
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * SHA-256 (hex) over the method, the path with its query string and the body. A JSON body is
+ * canonicalised (RFC 8785) so that key order and whitespace do not matter; anything else,
+ * including a body that claims JSON but does not parse, is hashed as raw bytes.
+ */
+export function fingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
+  const hash = createHash('sha256');
+  hash.update(input.method.toUpperCase());
+  hash.update('\n');
+  hash.update(input.path);
+  hash.update('\n');
+  const canonical = canonicalJsonBody(input, options.fields);
+  if (canonical === undefined) {
+    hash.update('raw\n');
+    hash.update(input.body);
+  } else {
+    hash.update('json\n');
+    hash.update(canonical);
+  }
+  return hash.digest('hex');
+}
+
+function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | undefined): string | undefined {
+  if (input.body.byteLength === 0 || !input.contentType || !JSON_TYPE.test(input.contentType)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(input.body));
+  } catch {
+    return undefined;
+  }
+  const selected = fields ? selectFields(parsed, fields) : parsed;
+  return canonicalize(selected);
+}
+
+function selectFields(value: unknown, fields: readonly string[]): unknown[] {
+  // [field] for an absent field, [field, value] for a present one: a missing field and a null
+  // field are different requests, and no value can imitate absence.
+  return [...fields].sort().map((field) => {
+    let current: unknown = value;
+    for (const part of field.split('.')) {
+      current = current !== null && typeof current === 'object' ? (current as Record<string, unknown>)[part] : undefined;
+    }
+    return current === undefined ? [field] : [field, current];
+  });
+}

@@ -1,0 +1,25 @@
+export * from './errors.js';
+export { parseIdempotencyKey, MAX_KEY_LENGTH } from './key.js';
+export type { KeyPolicy } from './key.js';
+export { fingerprint } from './fingerprint.js';
+export type { FingerprintInput, FingerprintOptions } from './fingerprint.js';
+export { resolveOptions, DEFAULT_REPLAY_HEADERS } from './options.js';
+export type { IdempotencyOptions, ResolvedOptions } from './options.js';
+export { IdempotencyEngine, Execution } from './engine.js';
+export type { Admission, IdempotencyContext, RequestFacts } from './engine.js';
+export { toStoredResponse, replayHeaderList, replayBody, REPLAYED_HEADER, BODY_OMITTED_HEADER } from './response.js';
+export { newOwnerToken } from './token.js';
+export { fitResponse, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from './store.js';
+export type {
+  Claim,
+  ClaimOptions,
+  Clock,
+  IdempotencyRecord,
+  IdempotencyStore,
+  RecordRef,
+  RecordState,
+  StoredResponse,
+  StoreTransaction,
+  TransactionalStore,
+} from './store.js';
+export { integerOption, booleanOption } from './validate.js';

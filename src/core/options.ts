@@ -1,0 +1,196 @@
+import { InvalidOptionError } from './errors.js';
+import type { KeyPolicy } from './key.js';
+import type { IdempotencyStore } from './store.js';
+import { isTransactionalStore } from './store.js';
+import { booleanOption, integerOption } from './validate.js';
+
+/** Options shared by every adapter; `Req` is the adapter's native request type. */
+export interface IdempotencyOptions<Req = unknown> {
+  /** Where records live. Required. */
+  readonly store: IdempotencyStore;
+  /**
+   * Methods the decision matrix applies to; others pass through untouched.
+   * @default ['POST', 'PATCH']
+   */
+  readonly methods?: readonly string[];
+  /**
+   * Answer 400 when a covered request has no key. When false, such requests pass through unprotected.
+   * @default true
+   */
+  readonly required?: boolean;
+  /**
+   * The request header that carries the key.
+   * @default 'Idempotency-Key'
+   */
+  readonly header?: string;
+  /** Extra key restrictions (minimum length, UUID or ULID only). @default {} */
+  readonly keyPolicy?: KeyPolicy;
+  /**
+   * The tenant a key belongs to, typically the authenticated account; the stored key is always
+   * (scope, key), so two tenants never share records. Throw an `IdempotencyHttpError` to refuse.
+   * @default () => '' (one global scope: use only when keys come from a single trusted client)
+   */
+  readonly scope?: (request: Req) => string | Promise<string>;
+  /**
+   * Fingerprint only these JSON body fields (dotted paths). Method and path are always included.
+   * @default undefined (the whole body)
+   */
+  readonly fingerprintFields?: readonly string[];
+  /**
+   * How long a claim is trusted before another request may take over, in ms.
+   * @default 30_000
+   */
+  readonly leaseMs?: number;
+  /**
+   * How long a key is remembered, in ms (Stripe keeps keys 24 h).
+   * @default 86_400_000
+   */
+  readonly windowMs?: number;
+  /**
+   * Renew the lease every `leaseMs / 3` while the handler runs, so a slow but live handler is
+   * never taken over.
+   * @default true
+   */
+  readonly renewLease?: boolean;
+  /**
+   * The largest request body read for fingerprinting; larger bodies get 413 and nothing is stored.
+   * @default 1_048_576
+   */
+  readonly maxBodyBytes?: number;
+  /**
+   * What a request gets while the first one with its key is still running: `'conflict'` answers
+   * 409 with Retry-After; `'wait'` waits up to `waitTimeoutMs` and replays the result.
+   * @default 'conflict'
+   */
+  readonly inFlight?: 'conflict' | 'wait';
+  /**
+   * How long `inFlight: 'wait'` waits before answering 409, in ms.
+   * @default 10_000
+   */
+  readonly waitTimeoutMs?: number;
+  /**
+   * Response headers kept and replayed, in addition to the defaults (content-type, location,
+   * etag, …). `set-cookie` is never replayed and is refused here.
+   * @default []
+   */
+  readonly replayHeaders?: readonly string[];
+  /**
+   * Run the handler inside a store transaction, and commit the completion in that same
+   * transaction. Requires a SQL store. A thrown error or a 5xx answer rolls back and releases the key.
+   * @default false
+   */
+  readonly transactional?: boolean;
+  /**
+   * When the store is unreachable, run the handler unprotected instead of answering 503.
+   * @default false (fail closed)
+   */
+  readonly failOpen?: boolean;
+  /**
+   * Told about errors that do not change the answer (a failed renewal, a completion that could
+   * not be stored after the effect happened).
+   * @default undefined (ignored)
+   */
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface ResolvedOptions<Req> {
+  readonly store: IdempotencyStore;
+  readonly methods: ReadonlySet<string>;
+  readonly required: boolean;
+  readonly header: string;
+  readonly keyPolicy: KeyPolicy;
+  readonly scope: (request: Req) => string | Promise<string>;
+  readonly fingerprintFields: readonly string[] | undefined;
+  readonly leaseMs: number;
+  readonly windowMs: number;
+  readonly renewLease: boolean;
+  readonly maxBodyBytes: number;
+  readonly inFlight: 'conflict' | 'wait';
+  readonly waitTimeoutMs: number;
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly transactional: boolean;
+  readonly failOpen: boolean;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Response headers replayed by default. */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
+  'content-type',
+  'content-language',
+  'content-location',
+  'content-disposition',
+  'location',
+  'etag',
+  'last-modified',
+  'cache-control',
+  'expires',
+  'link',
+  'vary',
+];
+
+const NEVER_REPLAYED = new Set(['set-cookie', 'set-cookie2']);
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
+export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedOptions<Req> {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
+  const { store } = options;
+  if (!store || typeof store.claim !== 'function' || typeof store.complete !== 'function') {
+    throw new InvalidOptionError('store', 'expected an IdempotencyStore (memoryStore(), sqliteStore(), …)');
+  }
+  const methods = options.methods ?? ['POST', 'PATCH'];
+  if (!Array.isArray(methods) || methods.some((m) => typeof m !== 'string' || !TOKEN.test(m))) {
+    throw new InvalidOptionError('methods', 'expected an array of HTTP method names');
+  }
+  const header = options.header ?? 'Idempotency-Key';
+  if (typeof header !== 'string' || !TOKEN.test(header)) throw new InvalidOptionError('header', 'expected a header name');
+  const keyPolicy = options.keyPolicy ?? {};
+  if (keyPolicy.minLength !== undefined) integerOption('keyPolicy.minLength', keyPolicy.minLength, 1, 1);
+  if (keyPolicy.format !== undefined && !['any', 'uuid', 'ulid'].includes(keyPolicy.format)) {
+    throw new InvalidOptionError('keyPolicy.format', "expected 'any', 'uuid' or 'ulid'");
+  }
+  if (options.scope !== undefined && typeof options.scope !== 'function') {
+    throw new InvalidOptionError('scope', 'expected a function (request) => tenant');
+  }
+  const fields = options.fingerprintFields;
+  if (fields !== undefined && (!Array.isArray(fields) || fields.length === 0 || fields.some((f) => typeof f !== 'string' || f === ''))) {
+    throw new InvalidOptionError('fingerprintFields', 'expected a non-empty array of field paths');
+  }
+  const leaseMs = integerOption('leaseMs', options.leaseMs, 30_000, 10);
+  const windowMs = integerOption('windowMs', options.windowMs, 86_400_000, 1);
+  if (windowMs < leaseMs) throw new InvalidOptionError('windowMs', `must be at least leaseMs (${leaseMs})`);
+  const inFlight = options.inFlight ?? 'conflict';
+  if (inFlight !== 'conflict' && inFlight !== 'wait') throw new InvalidOptionError('inFlight', "expected 'conflict' or 'wait'");
+  const replay = new Set(DEFAULT_REPLAY_HEADERS);
+  for (const name of options.replayHeaders ?? []) {
+    if (typeof name !== 'string' || !TOKEN.test(name)) throw new InvalidOptionError('replayHeaders', `not a header name: ${String(name)}`);
+    if (NEVER_REPLAYED.has(name.toLowerCase())) throw new InvalidOptionError('replayHeaders', 'set-cookie is never replayed');
+    replay.add(name.toLowerCase());
+  }
+  const transactional = booleanOption('transactional', options.transactional, false);
+  if (transactional && !isTransactionalStore(store)) {
+    throw new InvalidOptionError('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
+  }
+  if (options.onError !== undefined && typeof options.onError !== 'function') {
+    throw new InvalidOptionError('onError', 'expected a function');
+  }
+  return {
+    store,
+    methods: new Set(methods.map((m) => m.toUpperCase())),
+    required: booleanOption('required', options.required, true),
+    header,
+    keyPolicy,
+    scope: options.scope ?? (() => ''),
+    fingerprintFields: fields,
+    leaseMs,
+    windowMs,
+    renewLease: booleanOption('renewLease', options.renewLease, true),
+    maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
+    inFlight,
+    waitTimeoutMs: integerOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1),
+    replayHeaders: replay,
+    transactional,
+    failOpen: booleanOption('failOpen', options.failOpen, false),
+    onError: options.onError ?? (() => {}),
+  };
+}

@@ -1,0 +1,37 @@
+import type { StoredResponse } from './store.js';
+
+/** Set on every replayed response (draft-07, Stripe). */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+/** Set on a replay whose body exceeded the store's limit and was not kept. */
+export const BODY_OMITTED_HEADER = 'idempotent-body-omitted';
+
+type HeaderValue = string | number | readonly string[] | undefined;
+
+/** Builds the record of a response, keeping only allowlisted headers (never Set-Cookie). */
+export function toStoredResponse(
+  status: number,
+  headers: Iterable<readonly [string, HeaderValue]>,
+  body: Uint8Array,
+  allow: ReadonlySet<string>,
+): StoredResponse {
+  const kept: Array<readonly [string, string]> = [];
+  for (const [rawName, value] of headers) {
+    const name = rawName.toLowerCase();
+    if (value === undefined || !allow.has(name)) continue;
+    if (Array.isArray(value)) for (const v of value as readonly string[]) kept.push([name, v]);
+    else kept.push([name, String(value)]);
+  }
+  return { status, headers: kept, body, bodyOmitted: false };
+}
+
+/** The headers of a replay: the stored ones plus the replay markers. */
+export function replayHeaderList(response: StoredResponse): Array<readonly [string, string]> {
+  const list: Array<readonly [string, string]> = [...response.headers, [REPLAYED_HEADER, 'true']];
+  if (response.bodyOmitted) list.push([BODY_OMITTED_HEADER, 'true']);
+  return list;
+}
+
+/** The bytes of a replay body: empty when it was omitted. */
+export function replayBody(response: StoredResponse): Uint8Array {
+  return response.body ?? new Uint8Array(0);
+}

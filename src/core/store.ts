@@ -1,0 +1,111 @@
+/** One record per (scope, key): scope is the tenant, never chosen by the client alone. */
+export interface RecordRef {
+  readonly scope: string;
+  readonly key: string;
+}
+
+/** The response kept for replay. Headers are already filtered through the replay allowlist. */
+export interface StoredResponse {
+  readonly status: number;
+  readonly headers: ReadonlyArray<readonly [name: string, value: string]>;
+  /** The body, byte for byte; empty for 204 and friends; `null` when omitted. */
+  readonly body: Uint8Array | null;
+  /** True when the body exceeded the store's `maxResponseBytes` and was not kept. */
+  readonly bodyOmitted: boolean;
+}
+
+export interface ClaimOptions {
+  /** How long the claim is trusted before another request may take over. */
+  readonly leaseMs: number;
+  /** How long the key is remembered after the claim (the retention window). */
+  readonly windowMs: number;
+}
+
+export type Claim =
+  | {
+      readonly kind: 'acquired';
+      /** 128 random bits; fences checkpoint, complete and release. */
+      readonly token: string;
+      /** True when an earlier owner's lease ran out and this claim took the record over. */
+      readonly takeover: boolean;
+      /** The last recovery point the earlier owner reached, when taking over. */
+      readonly resumeFrom?: string;
+      readonly recoveryData?: unknown;
+    }
+  | { readonly kind: 'completed'; readonly response: StoredResponse }
+  | { readonly kind: 'in_flight'; readonly retryAfterMs: number }
+  | { readonly kind: 'mismatch' };
+
+export type RecordState = 'in_flight' | 'completed';
+
+export interface IdempotencyRecord {
+  readonly scope: string;
+  readonly key: string;
+  readonly state: RecordState;
+  readonly fingerprint: string;
+  /** Epoch ms on the store's clock. */
+  readonly leaseUntil: number;
+  readonly expiresAt: number;
+  readonly recoveryPoint?: string;
+  readonly recoveryData?: unknown;
+  readonly response?: StoredResponse;
+}
+
+/**
+ * The one store contract. Every operation that changes a record is a single atomic operation on
+ * the backend, and decides with the store's clock. Fenced operations throw `LeaseLostError` when
+ * `token` is not the record's current owner token.
+ */
+export interface IdempotencyStore {
+  /** A short name for logs and benchmark tables. */
+  readonly name: string;
+  /** Response bodies larger than this are not kept (the record marks them omitted). */
+  readonly maxResponseBytes: number;
+  claim(ref: RecordRef, fingerprint: string, options: ClaimOptions): Promise<Claim>;
+  /** Extends the lease of an in-flight record; false when the token is no longer current. */
+  renew(ref: RecordRef, token: string, leaseMs: number): Promise<boolean>;
+  checkpoint(ref: RecordRef, token: string, point: string, data?: unknown): Promise<void>;
+  complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void>;
+  /** Deletes an in-flight record: nothing happened, so the key may be used again. */
+  release(ref: RecordRef, token: string): Promise<void>;
+  get(ref: RecordRef): Promise<IdempotencyRecord | undefined>;
+  /** Deletes records whose window has passed, at most `limit` of them; returns how many. */
+  reap(limit?: number): Promise<number>;
+}
+
+/** A transaction opened by a SQL store, in which the business writes and the completion commit together. */
+export interface StoreTransaction<Tx> {
+  /** What the handler writes through (a better-sqlite3 Database, a pg client, …). */
+  readonly tx: Tx;
+  /** Fenced completion inside the transaction; throws `LeaseLostError` when the token is stale. */
+  complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void>;
+  /** Fenced checkpoint inside the transaction: it commits, or rolls back, with the business writes. */
+  checkpoint(ref: RecordRef, token: string, point: string, data?: unknown): Promise<void>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+export interface TransactionalStore<Tx = unknown> extends IdempotencyStore {
+  beginTransaction(): Promise<StoreTransaction<Tx>>;
+}
+
+export function isTransactionalStore(store: IdempotencyStore): store is TransactionalStore {
+  return typeof (store as Partial<TransactionalStore>).beginTransaction === 'function';
+}
+
+/** A clock in epoch milliseconds; injectable so tests can move time. */
+export type Clock = () => number;
+
+export const systemClock: Clock = () => Date.now();
+
+/** Default for `maxResponseBytes` of the built-in stores. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/**
+ * Applies a store's size limit: a body over the limit is never truncated; it is dropped and the
+ * record says so, while status and headers are kept.
+ */
+export function fitResponse(response: StoredResponse, maxBytes: number): StoredResponse {
+  if (response.body === null || response.body.byteLength <= maxBytes) return response;
+  return { status: response.status, headers: response.headers, body: null, bodyOmitted: true };
+}

@@ -1,0 +1,302 @@
+import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import type {
+  Claim,
+  ClaimOptions,
+  Clock,
+  IdempotencyRecord,
+  RecordRef,
+  StoreTransaction,
+  StoredResponse,
+  TransactionalStore,
+} from '../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
+import { newOwnerToken } from '../core/token.js';
+import { booleanOption, integerOption } from '../core/validate.js';
+
+/** The part of a better-sqlite3 statement the store uses. */
+export interface SqliteStatement {
+  run(params?: object): { changes: number };
+  get(params?: object): unknown;
+}
+
+/** The part of a better-sqlite3 `Database` the store uses (declared here, so the driver stays the user's). */
+export interface SqliteDatabase {
+  prepare(sql: string): SqliteStatement;
+  exec(sql: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  readonly inTransaction: boolean;
+}
+
+export interface SqliteStoreOptions {
+  /** A better-sqlite3 Database, opened by the caller. Required. */
+  readonly database: SqliteDatabase;
+  /**
+   * Table for the records; created if missing.
+   * @default 'idempotency_records'
+   */
+  readonly table?: string;
+  /**
+   * Set WAL mode, `synchronous = NORMAL` and a busy timeout, so several processes can share the file.
+   * @default true
+   */
+  readonly configure?: boolean;
+  /**
+   * How long a statement waits for another process's write lock, in ms (only with `configure`).
+   * @default 5_000
+   */
+  readonly busyTimeoutMs?: number;
+  /** @default 1_048_576 */
+  readonly maxResponseBytes?: number;
+  /**
+   * The store's clock. Every process on one file shares the host clock, so Date.now is the store clock.
+   * @default Date.now
+   */
+  readonly clock?: Clock;
+}
+
+export interface SqliteStore extends TransactionalStore<SqliteDatabase> {
+  /** Creates the table and its expiry index if missing (run by the factory too). */
+  migrate(): void;
+}
+
+interface Row {
+  state: 'in_flight' | 'completed';
+  fingerprint: string;
+  lease_until: number;
+  expires_at: number;
+  recovery_point: string | null;
+  recovery_data: string | null;
+  status: number | null;
+  headers: string | null;
+  body: Uint8Array | null;
+  body_omitted: number;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+// A record is gone for every purpose once its window has passed and no live lease holds it.
+const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'completed' OR ${t}.lease_until <= @now))`;
+
+/**
+ * The embedded store on better-sqlite3. Each claim decision is one atomic upsert; a replay is one
+ * indexed read. In-process work is serialised behind an open transaction, because better-sqlite3
+ * has one connection and a statement run mid-transaction would join it.
+ */
+export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
+  const db = options?.database;
+  if (!db || typeof db.prepare !== 'function') throw new InvalidOptionError('database', 'expected a better-sqlite3 Database');
+  const table = options.table ?? 'idempotency_records';
+  if (!IDENTIFIER.test(table)) throw new InvalidOptionError('table', 'expected a plain SQL identifier');
+  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
+  const busyTimeoutMs = integerOption('busyTimeoutMs', options.busyTimeoutMs, 5_000, 0);
+  const now = options.clock ?? systemClock;
+  if (typeof now !== 'function') throw new InvalidOptionError('clock', 'expected a function returning epoch ms');
+  if (booleanOption('configure', options.configure, true)) {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  }
+
+  const migrate = () => {
+    db.exec(`CREATE TABLE IF NOT EXISTS ${table} (
+      scope TEXT NOT NULL,
+      key TEXT NOT NULL,
+      fingerprint TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+      token TEXT NOT NULL,
+      attempt INTEGER NOT NULL,
+      lease_until INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL,
+      recovery_point TEXT,
+      recovery_data TEXT,
+      status INTEGER,
+      headers TEXT,
+      body BLOB,
+      body_omitted INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS ${table}_expires_at ON ${table} (expires_at);`);
+  };
+  migrate();
+
+  const t = table;
+  const select = db.prepare(
+    `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+       FROM ${t} WHERE scope = @scope AND key = @key`,
+  );
+  // The claim decision: insert, or take over an expired record / an expired lease of the same
+  // request, all in one statement. RETURNING is empty when the existing record stands.
+  const upsert = db.prepare(
+    `INSERT INTO ${t} (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
+     VALUES (@scope, @key, @fp, 'in_flight', @token, 1, @now + @lease, @now + @window)
+     ON CONFLICT (scope, key) DO UPDATE SET
+       token = excluded.token,
+       lease_until = excluded.lease_until,
+       attempt = CASE WHEN ${EXPIRED(t)} THEN 1 ELSE ${t}.attempt + 1 END,
+       recovery_point = CASE WHEN ${EXPIRED(t)} THEN NULL ELSE ${t}.recovery_point END,
+       recovery_data = CASE WHEN ${EXPIRED(t)} THEN NULL ELSE ${t}.recovery_data END,
+       expires_at = CASE WHEN ${EXPIRED(t)} THEN excluded.expires_at ELSE ${t}.expires_at END,
+       fingerprint = excluded.fingerprint,
+       state = 'in_flight', status = NULL, headers = NULL, body = NULL, body_omitted = 0
+     WHERE ${EXPIRED(t)}
+        OR (${t}.state = 'in_flight' AND ${t}.lease_until <= @now AND ${t}.fingerprint = excluded.fingerprint)
+     RETURNING attempt, recovery_point, recovery_data`,
+  );
+  const renew = db.prepare(
+    `UPDATE ${t} SET lease_until = @now + @lease
+      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
+  );
+  const checkpoint = db.prepare(
+    `UPDATE ${t} SET recovery_point = @point, recovery_data = @data
+      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
+  );
+  const complete = db.prepare(
+    `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted
+      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
+  );
+  const release = db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`);
+  const reap = db.prepare(
+    `DELETE FROM ${t} WHERE (scope, key) IN (SELECT scope, key FROM ${t} WHERE ${EXPIRED(t)} LIMIT @limit)`,
+  );
+
+  const gate = new TransactionGate();
+  const fenced = (stmt: SqliteStatement, params: object) => {
+    if (stmt.run(params).changes !== 1) throw new LeaseLostError();
+  };
+  const completeParams = (ref: RecordRef, token: string, response: StoredResponse) => {
+    const fitted = fitResponse(response, maxResponseBytes);
+    return {
+      ...ref,
+      token,
+      status: fitted.status,
+      headers: JSON.stringify(fitted.headers),
+      body: fitted.body === null ? null : Buffer.from(fitted.body.buffer, fitted.body.byteOffset, fitted.body.byteLength),
+      omitted: fitted.bodyOmitted ? 1 : 0,
+    };
+  };
+  const checkpointParams = (ref: RecordRef, token: string, point: string, data: unknown) => ({
+    ...ref,
+    token,
+    point,
+    data: data === undefined ? null : JSON.stringify(data),
+  });
+
+  function claimNow(ref: RecordRef, fp: string, o: ClaimOptions): Claim {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const time = now();
+      const row = select.get(ref) as Row | undefined;
+      if (row && !isExpired(row, time)) {
+        if (row.fingerprint !== fp) return { kind: 'mismatch' };
+        if (row.state === 'completed') return { kind: 'completed', response: toResponse(row) };
+        if (row.lease_until > time) return { kind: 'in_flight', retryAfterMs: row.lease_until - time };
+      }
+      const token = newOwnerToken();
+      const won = upsert.get({ ...ref, fp, token, now: time, lease: o.leaseMs, window: o.windowMs }) as
+        | { attempt: number; recovery_point: string | null; recovery_data: string | null }
+        | undefined;
+      if (won) {
+        return {
+          kind: 'acquired',
+          token,
+          takeover: won.attempt > 1,
+          resumeFrom: won.recovery_point ?? undefined,
+          recoveryData: won.recovery_data === null ? undefined : JSON.parse(won.recovery_data),
+        };
+      }
+      // Another process changed the record between the read and the upsert: classify again.
+    }
+    throw new StoreUnavailableError('sqlite store: claim kept racing with other writers');
+  }
+
+  return {
+    name: 'sqlite',
+    maxResponseBytes,
+    migrate,
+    claim: (ref, fp, o) => gate.run(() => claimNow(ref, fp, o)),
+    renew: (ref, token, leaseMs) => gate.run(() => renew.run({ ...ref, token, now: now(), lease: leaseMs }).changes === 1),
+    checkpoint: (ref, token, point, data) => gate.run(() => fenced(checkpoint, checkpointParams(ref, token, point, data))),
+    complete: (ref, token, response) => gate.run(() => fenced(complete, completeParams(ref, token, response))),
+    release: (ref, token) => gate.run(() => fenced(release, { ...ref, token })),
+    get: (ref) => gate.run(() => toRecord(ref, select.get(ref) as Row | undefined)),
+    reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
+    async beginTransaction(): Promise<StoreTransaction<SqliteDatabase>> {
+      const unlock = await gate.lock();
+      try {
+        // IMMEDIATE takes the file's write lock now, so the completion cannot fail on lock upgrade later.
+        db.exec('BEGIN IMMEDIATE');
+      } catch (error) {
+        unlock();
+        throw new StoreUnavailableError('sqlite store: could not begin a transaction', { cause: error });
+      }
+      let open = true;
+      const end = (sql: string) => {
+        if (!open) return;
+        open = false;
+        try {
+          if (db.inTransaction) db.exec(sql);
+        } finally {
+          unlock();
+        }
+      };
+      return {
+        tx: db,
+        complete: async (ref, token, response) => fenced(complete, completeParams(ref, token, response)),
+        checkpoint: async (ref, token, point, data) => fenced(checkpoint, checkpointParams(ref, token, point, data)),
+        commit: async () => end('COMMIT'),
+        rollback: async () => end('ROLLBACK'),
+      };
+    },
+  };
+}
+
+function isExpired(row: Row, time: number): boolean {
+  return row.expires_at <= time && (row.state === 'completed' || row.lease_until <= time);
+}
+
+function toResponse(row: Row): StoredResponse {
+  return {
+    status: row.status ?? 0,
+    headers: JSON.parse(row.headers ?? '[]') as Array<[string, string]>,
+    body: row.body_omitted ? null : new Uint8Array(row.body ?? new Uint8Array(0)),
+    bodyOmitted: row.body_omitted === 1,
+  };
+}
+
+function toRecord(ref: RecordRef, row: Row | undefined): IdempotencyRecord | undefined {
+  if (!row) return undefined;
+  return {
+    scope: ref.scope,
+    key: ref.key,
+    state: row.state,
+    fingerprint: row.fingerprint,
+    leaseUntil: row.lease_until,
+    expiresAt: row.expires_at,
+    recoveryPoint: row.recovery_point ?? undefined,
+    recoveryData: row.recovery_data === null ? undefined : JSON.parse(row.recovery_data),
+    response: row.state === 'completed' ? toResponse(row) : undefined,
+  };
+}
+
+/**
+ * Lets synchronous statements run at once while no transaction is open, and queues them behind
+ * an open one (and transactions behind each other).
+ */
+class TransactionGate {
+  private tail: Promise<void> | undefined;
+
+  async run<T>(fn: () => T): Promise<T> {
+    while (this.tail) await this.tail;
+    return fn();
+  }
+
+  async lock(): Promise<() => void> {
+    while (this.tail) await this.tail;
+    let unlock!: () => void;
+    this.tail = new Promise<void>((resolve) => {
+      unlock = () => {
+        this.tail = undefined;
+        resolve();
+      };
+    });
+    return unlock;
+  }
+}
