@@ -7,7 +7,7 @@
  *   answers 401 `{"error":"unauthorized"}`; the idempotency `scope` is `<token>`;
  * - mounts the adapter with the given options (plus that scope hook);
  * - serves these routes:
- *   - `POST /charges`: executions++; waits `x-delay-ms` ms if that header is set; answers 201 JSON
+ *   - `POST /charges` and `PATCH /charges` (same handler): executions++; waits `x-delay-ms` ms if that header is set; answers 201 JSON
  *     `{ id: randomUUID(), n: executions, body }` (body parsed when JSON, else the text), with
  *     headers `location: /charges/<id>`, `set-cookie: session=secret`, `x-request-id: <random>`;
  *   - `POST /status/:code`: executions++; answers `code` with JSON `{ error: 'status <code>', n }`;

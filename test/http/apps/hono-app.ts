@@ -19,7 +19,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
 
   app.get('/charges', (c) => c.json({ n: ++state.executions }));
   app.put('/charges', (c) => c.json({ n: ++state.executions }));
-  app.post('/charges', async (c) => {
+  app.on(['POST', 'PATCH'], '/charges', async (c) => {
     state.executions++;
     await delayMs(c.req.header('x-delay-ms'));
     const body = c.req.header('content-type')?.includes('json') ? await c.req.json() : await c.req.text();

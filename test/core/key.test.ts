@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidKeyError } from '../../src/core/errors.js';
+import { parseIdempotencyKey } from '../../src/core/key.js';
+
+describe('parseIdempotencyKey', () => {
+  it('accepts the draft-07 sf-string and the bare form as the same key', () => {
+    expect(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"')).toBe('8e03978e-40d5-43e8-bc93-6894a57f9324');
+    expect(parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324')).toBe('8e03978e-40d5-43e8-bc93-6894a57f9324');
+    expect(parseIdempotencyKey('  abc  ')).toBe('abc');
+  });
+
+  it('unescapes sf-strings and ignores parameters', () => {
+    expect(parseIdempotencyKey('"a\\"b\\\\c"')).toBe('a"b\\c');
+    expect(parseIdempotencyKey('"with space"')).toBe('with space');
+    expect(parseIdempotencyKey('"abc";v=1')).toBe('abc');
+  });
+
+  it('returns undefined when absent', () => {
+    expect(parseIdempotencyKey(undefined)).toBeUndefined();
+    expect(parseIdempotencyKey(null)).toBeUndefined();
+    expect(parseIdempotencyKey([])).toBeUndefined();
+  });
+
+  it.each([
+    ['', /empty/],
+    ['""', /empty/],
+    ['"abc', /structured-field/],
+    ['"a"b"', /structured-field/],
+    ['"a\\qb"', /structured-field/],
+    ['"a\u0001b"', /control/],
+    ['a\u0000b', /control/],
+    ['clé', /non-ASCII/],
+    ['"clé"', /non-ASCII/],
+    ['a b', /visible ASCII/],
+    ['a"b', /visible ASCII/],
+    ['a, b', /comma/],
+    ['"a", "b"', /repeated/],
+    ['k'.repeat(256), /255/],
+    [`"${'k'.repeat(256)}"`, /255/],
+  ])('rejects %j', (value, reason) => {
+    expect(() => parseIdempotencyKey(value)).toThrow(InvalidKeyError);
+    expect(() => parseIdempotencyKey(value)).toThrow(reason);
+  });
+
+  it('rejects a repeated header', () => {
+    expect(() => parseIdempotencyKey(['a', 'b'])).toThrow(/repeated/);
+  });
+
+  it('accepts 255 characters', () => {
+    expect(parseIdempotencyKey('k'.repeat(255))).toHaveLength(255);
+  });
+
+  it('applies the key policy', () => {
+    expect(() => parseIdempotencyKey('short', 'Idempotency-Key', { minLength: 16 })).toThrow(/shorter than 16/);
+    expect(parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324', 'Idempotency-Key', { format: 'uuid' })).toBeDefined();
+    expect(() => parseIdempotencyKey('not-a-uuid', 'Idempotency-Key', { format: 'uuid' })).toThrow(/UUID/);
+    expect(parseIdempotencyKey('01ARZ3NDEKTSV4RRFFQ69G5FAV', 'Idempotency-Key', { format: 'ulid' })).toBeDefined();
+    expect(() => parseIdempotencyKey('01ARZ3NDEKTSV4RRFFQ69G5FAU!', 'Idempotency-Key', { format: 'ulid' })).toThrow(/ULID/);
+  });
+
+  it('names the header and carries a problem body with a stable type', () => {
+    try {
+      parseIdempotencyKey('', 'X-Idem');
+      expect.unreachable();
+    } catch (error) {
+      const e = error as InvalidKeyError;
+      expect(e.code).toBe('ERR_IDEMKIT_KEY_INVALID');
+      expect(e.problem()).toMatchObject({ type: 'https://idemkit.dev/problems/invalid-key', status: 400 });
+      expect(e.message).toContain('X-Idem');
+    }
+  });
+});

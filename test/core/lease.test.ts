@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { withIdempotency } from '../../src/http/web.js';
+import { memoryStore } from '../../src/stores/memory.js';
+
+/** A request the test releases by hand, so "still running" is a fact, not a timing guess. */
+function gatedHandler() {
+  let executions = 0;
+  let open!: () => void;
+  let started!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  const running = new Promise<void>((r) => (started = r));
+  const handler = async () => {
+    executions++;
+    started();
+    await gate;
+    return Response.json({ n: executions }, { status: 201 });
+  };
+  return { handler, open: () => open(), running, executions: () => executions };
+}
+
+const post = (key: string) =>
+  new Request('http://local/charges', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
+
+describe('lease renewal', () => {
+  it.each([
+    [true, 409, 1],
+    [false, 201, 2],
+  ])('with renewLease=%s, a retry after several lease periods gets %i (%i executions)', async (renewLease, status, executions) => {
+    const gated = gatedHandler();
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const handle = withIdempotency(gated.handler, { store, leaseMs: 60, renewLease });
+    const first = handle(post('k'));
+    await gated.running;
+    // The first request is provably still running; let its lease run out four times over.
+    await new Promise((r) => setTimeout(r, 240));
+    const second = handle(post('k'));
+    if (status === 201) {
+      // Without renewal the retry took over and is now blocked on the same gate.
+      gated.open();
+    }
+    const retry = await second;
+    gated.open();
+    await first;
+    expect(retry.status).toBe(status);
+    expect(gated.executions()).toBe(executions);
+  });
+});

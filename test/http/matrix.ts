@@ -1,0 +1,430 @@
+/**
+ * The decision matrix (DESIGN.md §3), run unchanged against every HTTP adapter over real HTTP.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { IdempotencyStore } from '../../src/core/store.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import type { AppFactory, AppState, HarnessOptions, TestApp } from './harness.js';
+import { binaryPattern } from './harness.js';
+
+interface Sent {
+  status: number;
+  headers: Headers;
+  bytes: Uint8Array;
+  text: string;
+  json: () => any;
+}
+
+async function send(
+  app: TestApp,
+  path: string,
+  init: { method?: string; key?: string | string[]; token?: string | null; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Sent> {
+  const headers = new Headers(init.headers);
+  if (init.token !== null) headers.set('authorization', `Bearer ${init.token ?? 'tenant-a'}`);
+  for (const k of typeof init.key === 'string' ? [init.key] : (init.key ?? [])) headers.append('idempotency-key', k);
+  let body: BodyInit | undefined;
+  if (init.body instanceof Uint8Array || typeof init.body === 'string') body = init.body as BodyInit;
+  else if (init.body !== undefined) {
+    body = JSON.stringify(init.body);
+    if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+  }
+  const res = await fetch(app.url + path, { method: init.method ?? 'POST', headers, body });
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const text = new TextDecoder().decode(bytes);
+  return { status: res.status, headers: res.headers, bytes, text, json: () => JSON.parse(text) };
+}
+
+const key = () => `key-${randomUUID()}`;
+
+export function describeMatrix(name: string, factory: AppFactory): void {
+  describe(`decision matrix: ${name}`, () => {
+    const state: AppState = { executions: 0 };
+    let store: ReturnType<typeof memoryStore>;
+    const apps: TestApp[] = [];
+    const start = async (options: Partial<HarnessOptions> = {}, withStore?: IdempotencyStore) => {
+      const app = await factory({ store: withStore ?? store, ...options }, state);
+      apps.push(app);
+      return app;
+    };
+    let app: TestApp;
+
+    beforeAll(async () => {
+      store = memoryStore({ maxResponseBytes: 64 * 1024 });
+      app = await start();
+    });
+    afterEach(() => {
+      state.executions = 0;
+    });
+    afterAll(async () => {
+      await Promise.all(apps.map((a) => a.close()));
+      store.close();
+    });
+
+    it('runs 100 concurrent requests with one key exactly once; the others get 409 with Retry-After', async () => {
+      const k = key();
+      const all = await Promise.all(
+        Array.from({ length: 100 }, () => send(app, '/charges', { key: k, body: { amount: 100 }, headers: { 'x-delay-ms': '300' } })),
+      );
+      expect(state.executions).toBe(1);
+      const created = all.filter((r) => r.status === 201);
+      const conflicts = all.filter((r) => r.status === 409);
+      expect(created).toHaveLength(1);
+      expect(conflicts).toHaveLength(99);
+      for (const c of conflicts) {
+        expect(c.headers.get('content-type')).toContain('application/problem+json');
+        expect(Number(c.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect(c.json().type).toBe('https://idemkit.dev/problems/request-in-progress');
+      }
+    });
+
+    it('in wait mode, 100 concurrent requests get one execution and byte-identical replays', async () => {
+      const waiting = await start({ inFlight: 'wait', waitTimeoutMs: 10_000 });
+      const k = key();
+      const all = await Promise.all(
+        Array.from({ length: 100 }, () => send(waiting, '/charges', { key: k, body: { amount: 7 }, headers: { 'x-delay-ms': '300' } })),
+      );
+      expect(state.executions).toBe(1);
+      const original = all.find((r) => r.headers.get('idempotent-replayed') === null);
+      expect(original?.status).toBe(201);
+      for (const r of all) {
+        expect(r.status).toBe(201);
+        expect(r.text).toBe(original!.text);
+      }
+      expect(all.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(99);
+    });
+
+    it('replays status, allowlisted headers and body; never Set-Cookie or unlisted headers', async () => {
+      const k = key();
+      const first = await send(app, '/charges', { key: k, body: { amount: 1 } });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('set-cookie')).toBe('session=secret');
+      const replay = await send(app, '/charges', { key: k, body: { amount: 1 } });
+      expect(state.executions).toBe(1);
+      expect(replay.status).toBe(201);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      expect(replay.headers.get('location')).toBe(first.headers.get('location'));
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(replay.headers.get('set-cookie')).toBeNull();
+      expect(replay.headers.get('x-request-id')).toBeNull();
+    });
+
+    it.each([400, 402, 404, 500, 503])('replays a first answer of %i without running the handler again', async (code) => {
+      const k = key();
+      const first = await send(app, `/status/${code}`, { key: k, body: {} });
+      const again = await send(app, `/status/${code}`, { key: k, body: {} });
+      expect(first.status).toBe(code);
+      expect(again.status).toBe(code);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(state.executions).toBe(1);
+    });
+
+    it('stores the 500 of a throwing handler and replays it', async () => {
+      const k = key();
+      const first = await send(app, '/throw', { key: k, body: {} });
+      const again = await send(app, '/throw', { key: k, body: {} });
+      expect(first.status).toBe(500);
+      expect(again.status).toBe(500);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(state.executions).toBe(1);
+    });
+
+    it('answers 422 to a different body, path or method under the same key, and the original still replays', async () => {
+      const k = key();
+      const first = await send(app, '/charges', { key: k, body: { amount: 10 } });
+      for (const attempt of [
+        send(app, '/charges', { key: k, body: { amount: 11 } }),
+        send(app, '/charges?x=1', { key: k, body: { amount: 10 } }),
+        send(app, '/charges', { key: k, method: 'PATCH', body: { amount: 10 } }),
+      ]) {
+        const r = await attempt;
+        expect(r.status).toBe(422);
+        expect(r.headers.get('content-type')).toContain('application/problem+json');
+        expect(r.json()).toMatchObject({ type: 'https://idemkit.dev/problems/key-reused', status: 422 });
+      }
+      const replay = await send(app, '/charges', { key: k, body: { amount: 10 } });
+      expect(replay.status).toBe(201);
+      expect(replay.text).toBe(first.text);
+      expect(state.executions).toBe(1);
+      const record = await store.get({ scope: 'tenant-a', key: k });
+      expect(record?.state).toBe('completed');
+      expect(record?.response?.status).toBe(201);
+    });
+
+    it('answers 422 to a different body while the original is still in flight, without disturbing it', async () => {
+      const k = key();
+      const original = send(app, '/charges', { key: k, body: { amount: 1 }, headers: { 'x-delay-ms': '300' } });
+      await waitForRecord(store, 'tenant-a', k);
+      const mismatch = await send(app, '/charges', { key: k, body: { amount: 2 } });
+      expect(mismatch.status).toBe(422);
+      const first = await original;
+      expect(first.status).toBe(201);
+      expect((await send(app, '/charges', { key: k, body: { amount: 1 } })).text).toBe(first.text);
+      expect(state.executions).toBe(1);
+    });
+
+    it('treats JSON bodies canonically: key order and whitespace do not matter', async () => {
+      const k = key();
+      const first = await send(app, '/charges', { key: k, body: '{"a":1,"b":[1,2]}', headers: { 'content-type': 'application/json' } });
+      const again = await send(app, '/charges', { key: k, body: '{ "b": [1, 2], "a": 1.0 }', headers: { 'content-type': 'application/json' } });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.text).toBe(first.text);
+      expect(state.executions).toBe(1);
+    });
+
+    it('hashes non-JSON and invalid JSON bodies as raw bytes', async () => {
+      const k = key();
+      const text = (body: string, type = 'text/plain') => send(app, '/text', { key: k, body, headers: { 'content-type': type } });
+      expect((await text('hello')).text).toBe('echo:hello');
+      expect((await text('hello')).headers.get('idempotent-replayed')).toBe('true');
+      expect((await text('hello ')).status).toBe(422);
+      const k2 = key();
+      const bad = (body: string) => send(app, '/text', { key: k2, body, headers: { 'content-type': 'text/plain' } });
+      expect((await bad('{"not json')).status).toBe(200);
+      expect((await bad('{"not json ')).status).toBe(422);
+      expect(state.executions).toBe(2);
+    });
+
+    it('treats the quoted sf-string key and the bare key as the same key', async () => {
+      const k = key();
+      const first = await send(app, '/charges', { key: `"${k}"`, body: { amount: 5 } });
+      const bare = await send(app, '/charges', { key: k, body: { amount: 5 } });
+      expect(bare.headers.get('idempotent-replayed')).toBe('true');
+      expect(bare.text).toBe(first.text);
+      expect(state.executions).toBe(1);
+    });
+
+    it('keeps tenants apart: the same key in two scopes runs twice and each replays its own', async () => {
+      const k = key();
+      const a = await send(app, '/charges', { key: k, token: 'tenant-a', body: { amount: 1 } });
+      const b = await send(app, '/charges', { key: k, token: 'tenant-b', body: { amount: 1 } });
+      expect(state.executions).toBe(2);
+      expect(a.json().id).not.toBe(b.json().id);
+      expect((await send(app, '/charges', { key: k, token: 'tenant-a', body: { amount: 1 } })).text).toBe(a.text);
+      expect((await send(app, '/charges', { key: k, token: 'tenant-b', body: { amount: 1 } })).text).toBe(b.text);
+      expect(state.executions).toBe(2);
+    });
+
+    describe('stores nothing for requests rejected before the handler ran', () => {
+      const rejected = async (r: Sent, status: number, type?: string) => {
+        expect(r.status).toBe(status);
+        if (type) {
+          expect(r.headers.get('content-type')).toContain('application/problem+json');
+          expect(r.json().type).toBe(`https://idemkit.dev/problems/${type}`);
+        }
+      };
+      const nothingStored = async (k: string, scope = 'tenant-a') => {
+        expect(state.executions).toBe(0);
+        expect(await store.get({ scope, key: k })).toBeUndefined();
+      };
+
+      it('a missing key: 400', async () => {
+        const before = store.size;
+        await rejected(await send(app, '/charges', { body: { amount: 1 } }), 400, 'missing-key');
+        expect(state.executions).toBe(0);
+        expect(store.size).toBe(before);
+      });
+
+      it.each([
+        ['empty', ''],
+        ['256 characters', 'k'.repeat(256)],
+        ['an unterminated sf-string', '"abc'],
+        ['a control character in an sf-string', '"a\tb"'],
+        ['a space in a bare key', 'a b'],
+        ['a non-ASCII character', 'clé-1'],
+      ])('a malformed key (%s): 400', async (_label, bad) => {
+        const before = store.size;
+        const r = await send(app, '/charges', { key: bad, body: { amount: 1 } }).catch(() => undefined);
+        // fetch itself refuses some header values; those never reach the server at all.
+        if (r) await rejected(r, 400, 'invalid-key');
+        expect(state.executions).toBe(0);
+        expect(store.size).toBe(before);
+      });
+
+      it('a repeated Idempotency-Key header: 400', async () => {
+        const k = key();
+        await rejected(await send(app, '/charges', { key: [k, key()], body: { amount: 1 } }), 400, 'invalid-key');
+        await nothingStored(k);
+      });
+
+      it('a 255-character key is accepted', async () => {
+        const r = await send(app, '/charges', { key: 'k'.repeat(255), token: randomUUID(), body: { amount: 1 } });
+        expect(r.status).toBe(201);
+      });
+
+      it('a body over maxBodyBytes: 413', async () => {
+        const small = await start({ maxBodyBytes: 1024 });
+        const k = key();
+        await rejected(await send(small, '/charges', { key: k, body: 'x'.repeat(2048), headers: { 'content-type': 'text/plain' } }), 413, 'body-too-large');
+        await nothingStored(k);
+        expect((await send(small, '/charges', { key: k, body: { a: 1 } })).status).toBe(201);
+      });
+
+      it('an unauthenticated request: 401 from the auth step', async () => {
+        const k = key();
+        await rejected(await send(app, '/charges', { key: k, token: null, body: { amount: 1 } }), 401);
+        expect(state.executions).toBe(0);
+        expect(store.size).toBeGreaterThanOrEqual(0);
+        expect(await store.get({ scope: '', key: k })).toBeUndefined();
+      });
+
+      it('a handler that discards (validation failed inside it): the key stays usable', async () => {
+        const k = key();
+        expect((await send(app, '/discard', { key: k, body: { amount: -1 } })).status).toBe(400);
+        await nothingStored(k);
+        expect((await send(app, '/discard', { key: k, body: { amount: -1 } })).headers.get('idempotent-replayed')).toBeNull();
+      });
+    });
+
+    it('passes GET through untouched, even with a key; PUT is not covered by default', async () => {
+      const k = key();
+      const a = await send(app, '/charges', { method: 'GET', key: k });
+      const b = await send(app, '/charges', { method: 'GET', key: k });
+      expect(a.json().n).toBe(1);
+      expect(b.json().n).toBe(2);
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      await send(app, '/charges', { method: 'PUT', key: k, body: {} });
+      expect(state.executions).toBe(3);
+      expect(await store.get({ scope: 'tenant-a', key: k })).toBeUndefined();
+    });
+
+    it('covers PATCH like POST, and PUT when configured', async () => {
+      const k = key();
+      await send(app, '/charges', { method: 'PATCH', key: k, body: { amount: 1 } });
+      const again = await send(app, '/charges', { method: 'PATCH', key: k, body: { amount: 1 } });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      const withPut = await start({ methods: ['PUT'] });
+      const k2 = key();
+      await send(withPut, '/charges', { method: 'PUT', key: k2, body: {} });
+      expect((await send(withPut, '/charges', { method: 'PUT', key: k2, body: {} })).headers.get('idempotent-replayed')).toBe('true');
+      expect(state.executions).toBe(2);
+    });
+
+    it('lets a keyless request through unprotected when the key is optional', async () => {
+      const optional = await start({ required: false });
+      expect((await send(optional, '/charges', { body: { a: 1 } })).status).toBe(201);
+      expect((await send(optional, '/charges', { body: { a: 1 } })).status).toBe(201);
+      expect(state.executions).toBe(2);
+    });
+
+    it('replays binary bodies byte for byte, empty 204s and text', async () => {
+      for (const size of [0, 1, 4096, 64 * 1024]) {
+        const k = key();
+        const first = await send(app, `/binary?size=${size}`, { key: k, body: {} });
+        const again = await send(app, `/binary?size=${size}`, { key: k, body: {} });
+        expect(first.bytes).toEqual(binaryPattern(size));
+        expect(again.bytes).toEqual(binaryPattern(size));
+        expect(again.headers.get('content-type')).toBe('application/octet-stream');
+        expect(again.headers.get('idempotent-body-omitted')).toBeNull();
+      }
+      const k = key();
+      await send(app, '/empty', { key: k, body: {} });
+      const empty = await send(app, '/empty', { key: k, body: {} });
+      expect(empty.status).toBe(204);
+      expect(empty.bytes.byteLength).toBe(0);
+      expect(empty.headers.get('idempotent-replayed')).toBe('true');
+      expect(state.executions).toBe(5);
+    });
+
+    it('marks an over-limit response body omitted instead of truncating it', async () => {
+      const k = key();
+      const size = 64 * 1024 + 1;
+      const first = await send(app, `/binary?size=${size}`, { key: k, body: {} });
+      expect(first.bytes).toEqual(binaryPattern(size));
+      const again = await send(app, `/binary?size=${size}`, { key: k, body: {} });
+      expect(again.status).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.headers.get('idempotent-body-omitted')).toBe('true');
+      expect(again.headers.get('content-type')).toBe('application/octet-stream');
+      expect(again.bytes.byteLength).toBe(0);
+      expect(state.executions).toBe(1);
+    });
+
+    it('answers 503 and runs nothing when the store is unreachable (fail closed)', async () => {
+      const down = await start({}, unreachableStore());
+      const r = await send(down, '/charges', { key: key(), body: { amount: 1 } });
+      expect(r.status).toBe(503);
+      expect(r.json().type).toBe('https://idemkit.dev/problems/store-unavailable');
+      expect(state.executions).toBe(0);
+      const open = await start({ failOpen: true }, unreachableStore());
+      expect((await send(open, '/charges', { key: key(), body: { amount: 1 } })).status).toBe(201);
+      expect(state.executions).toBe(1);
+    });
+
+    describe('transactional mode (SQLite)', () => {
+      let dir: string;
+      let db: Database.Database;
+      let txApp: TestApp;
+      let txStore: ReturnType<typeof sqliteStore>;
+      const effects = (k: string) => (db.prepare('SELECT count(*) AS n FROM effects WHERE key = ?').get(k) as { n: number }).n;
+
+      beforeAll(async () => {
+        dir = mkdtempSync(join(tmpdir(), 'idemkit-matrix-'));
+        db = new Database(join(dir, 'tx.db'));
+        txStore = sqliteStore({ database: db });
+        db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
+        txApp = await start({ transactional: true }, txStore);
+      });
+      afterAll(() => {
+        db.close();
+        rmSync(dir, { recursive: true, force: true });
+      });
+
+      it('commits the business write and the record together, then replays', async () => {
+        const k = key();
+        expect((await send(txApp, '/tx', { key: k, body: {} })).status).toBe(201);
+        const again = await send(txApp, '/tx', { key: k, body: {} });
+        expect(again.status).toBe(201);
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(effects(k)).toBe(1);
+        expect((await txStore.get({ scope: 'tenant-a', key: k }))?.state).toBe('completed');
+      });
+
+      it.each(['throw', '500'])('rolls back and releases the key when the handler fails (%s)', async (fail) => {
+        const k = key();
+        expect((await send(txApp, `/tx?fail=${fail}`, { key: k, body: {} })).status).toBe(500);
+        expect(effects(k)).toBe(0);
+        expect(await txStore.get({ scope: 'tenant-a', key: k })).toBeUndefined();
+        const retry = await send(txApp, `/tx?fail=${fail}`, { key: k, body: {} });
+        expect(retry.headers.get('idempotent-replayed')).toBeNull();
+        expect(state.executions).toBe(2);
+      });
+
+      it('runs 50 concurrent requests with one key once, with one committed effect', async () => {
+        const k = key();
+        const all = await Promise.all(Array.from({ length: 50 }, () => send(txApp, '/tx', { key: k, body: {} })));
+        expect(state.executions).toBe(1);
+        expect(effects(k)).toBe(1);
+        expect(all.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+        for (const r of all) expect([201, 409]).toContain(r.status);
+      });
+    });
+  });
+}
+
+async function waitForRecord(store: IdempotencyStore, scope: string, key: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await store.get({ scope, key })) return;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  throw new Error('the original request never claimed its key');
+}
+
+/** A real SQLite store whose connection has been closed: every operation fails, as a lost server would. */
+function unreachableStore(): IdempotencyStore {
+  const db = new Database(':memory:');
+  const store = sqliteStore({ database: db });
+  db.close();
+  return store;
+}

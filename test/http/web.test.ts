@@ -1,0 +1,4 @@
+import { createWebApp } from './apps/web-app.js';
+import { describeMatrix } from './matrix.js';
+
+describeMatrix('web', createWebApp);

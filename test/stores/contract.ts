@@ -1,0 +1,242 @@
+/**
+ * The store contract: every IdempotencyStore backend runs this suite unchanged.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseLostError } from '../../src/core/errors.js';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
+
+export interface ContractContext {
+  readonly store: IdempotencyStore;
+  /**
+   * Moves the store's clock forward by `ms`: an injected clock where the store has one, otherwise
+   * real time passing (with short leases, so the suite stays fast).
+   */
+  advance(ms: number): Promise<void>;
+  close?(): Promise<void> | void;
+}
+
+/** Lease and window used throughout, short enough for stores that run on real time. */
+const LEASE = 200;
+const WINDOW = 600;
+const opts = { leaseMs: LEASE, windowMs: WINDOW };
+
+const response = (body: string | Uint8Array, status = 201): StoredResponse => ({
+  status,
+  headers: [
+    ['content-type', 'application/json'],
+    ['location', '/charges/1'],
+  ],
+  body: typeof body === 'string' ? new TextEncoder().encode(body) : body,
+  bodyOmitted: false,
+});
+
+export function describeStoreContract(name: string, setup: () => Promise<ContractContext> | ContractContext): void {
+  describe(`store contract: ${name}`, () => {
+    let ctx: ContractContext;
+    let store: IdempotencyStore;
+    const ref = (scope = `scope-${randomUUID()}`): RecordRef => ({ scope, key: `key-${randomUUID()}` });
+    const acquire = async (r: RecordRef, fp = 'fp-1') => {
+      const claim = await store.claim(r, fp, opts);
+      if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+      return claim;
+    };
+
+    beforeAll(async () => {
+      ctx = await setup();
+      store = ctx.store;
+    });
+    afterAll(async () => {
+      await ctx?.close?.();
+    });
+
+    it('gives exactly one winner among 200 concurrent claims of one key', async () => {
+      const r = ref();
+      const claims = await Promise.all(Array.from({ length: 200 }, () => store.claim(r, 'fp-1', { leaseMs: 10_000, windowMs: 60_000 })));
+      expect(claims.filter((c) => c.kind === 'acquired')).toHaveLength(1);
+      expect(claims.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
+      for (const c of claims) if (c.kind === 'in_flight') expect(c.retryAfterMs).toBeGreaterThan(0);
+    });
+
+    it('hands out a fresh 128-bit owner token per claim', async () => {
+      const a = await acquire(ref());
+      const b = await acquire(ref());
+      expect(a.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(a.token).not.toBe(b.token);
+      expect(a.takeover).toBe(false);
+    });
+
+    it('replays the completed response', async () => {
+      const r = ref();
+      const { token } = await acquire(r);
+      await store.complete(r, token, response('{"id":1}'));
+      const again = await store.claim(r, 'fp-1', opts);
+      expect(again.kind).toBe('completed');
+      if (again.kind !== 'completed') return;
+      expect(again.response.status).toBe(201);
+      expect(again.response.headers).toEqual([
+        ['content-type', 'application/json'],
+        ['location', '/charges/1'],
+      ]);
+      expect(new TextDecoder().decode(again.response.body!)).toBe('{"id":1}');
+      expect(again.response.bodyOmitted).toBe(false);
+    });
+
+    it('answers mismatch to another fingerprint and leaves the record untouched', async () => {
+      const r = ref();
+      const { token } = await acquire(r, 'fp-1');
+      expect((await store.claim(r, 'fp-2', opts)).kind).toBe('mismatch');
+      const inFlight = await store.get(r);
+      expect(inFlight).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1' });
+      await store.complete(r, token, response('original'));
+      const before = await store.get(r);
+      expect((await store.claim(r, 'fp-2', opts)).kind).toBe('mismatch');
+      const after = await store.get(r);
+      expect(after).toEqual(before);
+      expect(new TextDecoder().decode(after!.response!.body!)).toBe('original');
+    });
+
+    it('does not take over a live lease, and does after it expires', async () => {
+      const r = ref();
+      const first = await acquire(r);
+      expect((await store.claim(r, 'fp-1', opts)).kind).toBe('in_flight');
+      await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+      await ctx.advance(LEASE + 50);
+      const second = await store.claim(r, 'fp-1', opts);
+      expect(second.kind).toBe('acquired');
+      if (second.kind !== 'acquired') return;
+      expect(second.takeover).toBe(true);
+      expect(second.token).not.toBe(first.token);
+      expect(second.resumeFrom).toBe('charged');
+      expect(second.recoveryData).toEqual({ chargeId: 'ch_1' });
+    });
+
+    it('does not let an expired lease of one request be taken over by a different request', async () => {
+      const r = ref();
+      await acquire(r, 'fp-1');
+      await ctx.advance(LEASE + 50);
+      expect((await store.claim(r, 'fp-2', opts)).kind).toBe('mismatch');
+    });
+
+    it('refuses a stale token on complete, checkpoint and release after a take-over', async () => {
+      const r = ref();
+      const first = await acquire(r);
+      await ctx.advance(LEASE + 50);
+      const second = await acquire(r);
+      await expect(store.complete(r, first.token, response('late'))).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.checkpoint(r, first.token, 'x')).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.release(r, first.token)).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await store.renew(r, first.token, LEASE)).toBe(false);
+      await store.complete(r, second.token, response('winner'));
+      const record = await store.get(r);
+      expect(new TextDecoder().decode(record!.response!.body!)).toBe('winner');
+    });
+
+    it('refuses unknown tokens, and tokens of completed records', async () => {
+      const r = ref();
+      const { token } = await acquire(r);
+      const forged = randomBytes(16).toString('hex');
+      await expect(store.complete(r, forged, response('x'))).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.checkpoint(r, forged, 'x')).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.release(r, forged)).rejects.toBeInstanceOf(LeaseLostError);
+      await store.complete(r, token, response('done'));
+      await expect(store.complete(r, token, response('twice'))).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.release(r, token)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.complete(ref(), token, response('other'))).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it('renews a lease only for its owner, which keeps others out', async () => {
+      const r = ref();
+      const { token } = await acquire(r);
+      await ctx.advance(LEASE * 0.6);
+      expect(await store.renew(r, token, LEASE)).toBe(true);
+      await ctx.advance(LEASE * 0.6);
+      expect((await store.claim(r, 'fp-1', opts)).kind).toBe('in_flight');
+      expect(await store.renew(r, randomBytes(16).toString('hex'), LEASE)).toBe(false);
+    });
+
+    it('makes the key reusable after release', async () => {
+      const r = ref();
+      const { token } = await acquire(r, 'fp-1');
+      await store.release(r, token);
+      expect(await store.get(r)).toBeUndefined();
+      const again = await store.claim(r, 'fp-2', opts);
+      expect(again).toMatchObject({ kind: 'acquired', takeover: false });
+    });
+
+    it('treats a key as new once its window has passed', async () => {
+      const r = ref();
+      const { token } = await acquire(r);
+      await store.complete(r, token, response('old'));
+      await ctx.advance(WINDOW + 50);
+      const fresh = await store.claim(r, 'fp-other', opts);
+      expect(fresh).toMatchObject({ kind: 'acquired', takeover: false });
+      expect((await store.get(r))?.recoveryPoint).toBeUndefined();
+    });
+
+    it('reaps expired records in bounded batches, and leaves live ones', async () => {
+      const scope = `reap-${randomUUID()}`;
+      const old = Array.from({ length: 5 }, () => ref(scope));
+      for (const r of old) {
+        const { token } = await acquire(r);
+        await store.complete(r, token, response('old'));
+      }
+      await ctx.advance(WINDOW + 50);
+      const live = ref(scope);
+      await acquire(live);
+      let reaped = 0;
+      for (let i = 0; i < 100; i++) {
+        const n = await store.reap(2);
+        expect(n).toBeLessThanOrEqual(2);
+        if (n === 0) break;
+        reaped += n;
+      }
+      expect(reaped).toBeGreaterThanOrEqual(old.length);
+      for (const r of old) expect(await store.get(r)).toBeUndefined();
+      expect((await store.get(live))?.state).toBe('in_flight');
+    });
+
+    it('keeps two scopes with the same key independent', async () => {
+      const key = `key-${randomUUID()}`;
+      const a = { scope: `a-${randomUUID()}`, key };
+      const b = { scope: `b-${randomUUID()}`, key };
+      const ca = await acquire(a, 'fp-a');
+      const cb = await acquire(b, 'fp-b');
+      await store.complete(a, ca.token, response('for a'));
+      expect((await store.claim(b, 'fp-b', opts)).kind).toBe('in_flight');
+      await store.complete(b, cb.token, response('for b'));
+      const ra = await store.claim(a, 'fp-a', opts);
+      const rb = await store.claim(b, 'fp-b', opts);
+      expect(ra.kind === 'completed' && new TextDecoder().decode(ra.response.body!)).toBe('for a');
+      expect(rb.kind === 'completed' && new TextDecoder().decode(rb.response.body!)).toBe('for b');
+    });
+
+    it('keeps binary bodies byte for byte up to maxResponseBytes, and an empty body as empty', async () => {
+      const limit = store.maxResponseBytes;
+      const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
+      const full = new Uint8Array(randomBytes(limit));
+      for (const body of [everyByte, full, new Uint8Array(0)]) {
+        const r = ref();
+        const { token } = await acquire(r);
+        await store.complete(r, token, { status: 200, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
+        const replay = await store.claim(r, 'fp-1', opts);
+        expect(replay.kind).toBe('completed');
+        if (replay.kind !== 'completed') return;
+        expect(replay.response.bodyOmitted).toBe(false);
+        expect(replay.response.body).not.toBeNull();
+        expect(Buffer.from(replay.response.body!).equals(Buffer.from(body))).toBe(true);
+      }
+    });
+
+    it('marks a body over maxResponseBytes omitted, keeping status and headers, never truncating', async () => {
+      const r = ref();
+      const { token } = await acquire(r);
+      const body = new Uint8Array(randomBytes(store.maxResponseBytes + 1));
+      await store.complete(r, token, { status: 202, headers: [['etag', '"v1"']], body, bodyOmitted: false });
+      const replay = await store.claim(r, 'fp-1', opts);
+      expect(replay.kind).toBe('completed');
+      if (replay.kind !== 'completed') return;
+      expect(replay.response).toEqual({ status: 202, headers: [['etag', '"v1"']], body: null, bodyOmitted: true });
+    });
+  });
+}
