@@ -1,0 +1,91 @@
+/**
+ * Every quickstart example the README shows, started the way `npm run example:<name>` starts it,
+ * with each store it accepts, and driven over HTTP.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '..');
+const examples = ['web', 'hono', 'express', 'fastify'];
+const dir = mkdtempSync(join(tmpdir(), 'idemkit-examples-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function startExample(name: string, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', `examples/${name}.ts`], {
+    cwd: root,
+    env: { ...process.env, PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`example ${name} exited with ${code}: ${out}`)));
+  });
+  return { url, child };
+}
+
+const post = (url: string, key: string | undefined, body: unknown, token = 'alice') =>
+  fetch(`${url}/charges`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+describe.each(examples.flatMap((name) => [
+  [name, 'sqlite'],
+  [name, 'memory'],
+]))('example %s with the %s store', (name, storeKind) => {
+  let url: string;
+  let child: ChildProcess;
+  beforeAll(async () => {
+    const STORE_URL = storeKind === 'memory' ? 'memory:' : `sqlite:${join(dir, `${name}.db`)}`;
+    ({ url, child } = await startExample(name, { STORE_URL, DELAY_MS: '400' }));
+  }, 30_000);
+  afterAll(() => {
+    if (child.exitCode === null) process.kill(child.pid!, 'SIGKILL');
+  });
+
+  it('creates a charge once and replays it', async () => {
+    const key = randomUUID();
+    const first = await post(url, key, { amount: 1200, currency: 'eur' });
+    expect(first.status).toBe(201);
+    const created = await first.json();
+    expect(created).toMatchObject({ amount: 1200, currency: 'eur' });
+    expect(created.id).toMatch(/^[0-9a-f-]{36}$/);
+    const again = await post(url, key, { currency: 'eur', amount: 1200 });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await again.json()).toEqual(created);
+  });
+
+  it('answers 409 to a concurrent duplicate (DELAY_MS) and 422 to a changed body', async () => {
+    const key = randomUUID();
+    const [a, b] = await Promise.all([post(url, key, { amount: 1 }), post(url, key, { amount: 1 })]);
+    expect([a.status, b.status].sort()).toEqual([201, 409]);
+    expect((await post(url, key, { amount: 2 })).status).toBe(422);
+  });
+
+  it('answers 400 without a key, 401 without a token, and keeps tenants apart', async () => {
+    expect((await post(url, undefined, { amount: 1 })).status).toBe(400);
+    expect((await fetch(`${url}/charges`, { method: 'POST', body: '{}' })).status).toBe(401);
+    const key = randomUUID();
+    const alice = await (await post(url, key, { amount: 1 }, 'alice')).json();
+    const bob = await (await post(url, key, { amount: 1 }, 'bob')).json();
+    expect(alice.id).not.toBe(bob.id);
+  });
+
+  it('does not store a rejected body: the key is reusable after a 400', async () => {
+    const key = randomUUID();
+    expect((await post(url, key, 'not json')).status).toBe(400);
+    expect((await post(url, key, { amount: 3 })).status).toBe(201);
+  });
+});
