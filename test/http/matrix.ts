@@ -18,6 +18,7 @@ interface Sent {
   headers: Headers;
   bytes: Uint8Array;
   text: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- test responses are inspected ad hoc
   json: () => any;
 }
 
