@@ -89,3 +89,16 @@ describe.each(examples.flatMap((name) => [
     expect((await post(url, key, { amount: 3 })).status).toBe(201);
   });
 });
+
+it('npm run demo reconciles and exits 0', async () => {
+  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', 'examples/demo.ts'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  expect(out).toContain('PASS: the tables reconcile');
+  expect(out).not.toContain('FAIL');
+  expect(code).toBe(0);
+}, 60_000);

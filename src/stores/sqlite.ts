@@ -27,9 +27,9 @@ export interface SqliteDatabase {
   readonly inTransaction: boolean;
 }
 
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> {
   /** A better-sqlite3 Database, opened by the caller. Required. */
-  readonly database: SqliteDatabase;
+  readonly database: DB;
   /**
    * Table for the records; created if missing.
    * @default 'idempotency_records'
@@ -54,7 +54,8 @@ export interface SqliteStoreOptions {
   readonly clock?: Clock;
 }
 
-export interface SqliteStore extends TransactionalStore<SqliteDatabase> {
+/** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
+export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB> {
   /** Creates the table and its expiry index if missing (run by the factory too). */
   migrate(): void;
 }
@@ -81,7 +82,7 @@ const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'comp
  * indexed read. In-process work is serialised behind an open transaction, because better-sqlite3
  * has one connection and a statement run mid-transaction would join it.
  */
-export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
+export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptions<DB>): SqliteStore<DB> {
   const db = options?.database;
   if (!db || typeof db.prepare !== 'function') throw new InvalidOptionError('database', 'expected a better-sqlite3 Database');
   const table = options.table ?? 'idempotency_records';
@@ -218,7 +219,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     release: (ref, token) => gate.run(() => fenced(release, { ...ref, token })),
     get: (ref) => gate.run(() => toRecord(ref, select.get(ref) as Row | undefined)),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
-    async beginTransaction(): Promise<StoreTransaction<SqliteDatabase>> {
+    async beginTransaction(): Promise<StoreTransaction<DB>> {
       const unlock = await gate.lock();
       try {
         // IMMEDIATE takes the file's write lock now, so the completion cannot fail on lock upgrade later.
