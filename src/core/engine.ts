@@ -241,6 +241,18 @@ export class Execution {
     await this.releaseQuietly();
   }
 
+  /**
+   * Gives up on a handler that will never answer (its client left and its stream stalled): renewal
+   * stops but the claim stays, so the lease runs out and a retry takes over with the last recovery
+   * point. Releasing instead would let a retry run while the handler might still act.
+   */
+  abandon(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.stopRenewal();
+    if (this.transaction) void this.transaction.rollback().catch(this.options.onError);
+  }
+
   private async releaseQuietly(): Promise<void> {
     try {
       await this.options.store.release(this.ref, this.token);

@@ -21,6 +21,11 @@ export interface FingerprintOptions {
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
+/** `application/json` and every `application/*+json` media type. */
+export function isJsonMediaType(contentType: string): boolean {
+  return JSON_TYPE.test(contentType);
+}
+
 /**
  * SHA-256 (hex) over the method, the path with its query string and the body. A JSON body is
  * canonicalised (RFC 8785) so that key order and whitespace do not matter; anything else,
@@ -44,7 +49,7 @@ export function fingerprint(input: FingerprintInput, options: FingerprintOptions
 }
 
 function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | undefined): string | undefined {
-  if (input.body.byteLength === 0 || !input.contentType || !JSON_TYPE.test(input.contentType)) return undefined;
+  if (input.body.byteLength === 0 || !input.contentType || !isJsonMediaType(input.contentType)) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(input.body));

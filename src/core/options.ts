@@ -119,6 +119,7 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
   'content-language',
   'content-location',
   'content-disposition',
+  'content-encoding',
   'location',
   'etag',
   'last-modified',

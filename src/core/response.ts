@@ -31,6 +31,16 @@ export function replayHeaderList(response: StoredResponse): Array<readonly [stri
   return list;
 }
 
+/** The replay headers as a name → value(s) record, for Node-style `setHeader` APIs. */
+export function replayHeaderRecord(response: StoredResponse): Record<string, string | string[]> {
+  const grouped: Record<string, string | string[]> = {};
+  for (const [name, value] of replayHeaderList(response)) {
+    const existing = grouped[name];
+    grouped[name] = existing === undefined ? value : [...(Array.isArray(existing) ? existing : [existing]), value];
+  }
+  return grouped;
+}
+
 /** The bytes of a replay body: empty when it was omitted. */
 export function replayBody(response: StoredResponse): Uint8Array {
   return response.body ?? new Uint8Array(0);

@@ -71,13 +71,17 @@ export function describeMatrix(name: string, factory: AppFactory): void {
     it('runs 100 concurrent requests with one key exactly once; the others get 409 with Retry-After', async () => {
       const k = key();
       const all = await Promise.all(
-        Array.from({ length: 100 }, () => send(app, '/charges', { key: k, body: { amount: 100 }, headers: { 'x-delay-ms': '300' } })),
+        Array.from({ length: 100 }, () => send(app, '/charges', { key: k, body: { amount: 100 }, headers: { 'x-delay-ms': '1000' } })),
       );
       expect(state.executions).toBe(1);
-      const created = all.filter((r) => r.status === 201);
+      const original = all.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
+      expect(original).toHaveLength(1);
+      // On a loaded machine a straggler may arrive after the original finished: it must be a replay.
+      const replays = all.filter((r) => r.headers.get('idempotent-replayed') === 'true');
+      for (const r of replays) expect(r.text).toBe(original[0]!.text);
       const conflicts = all.filter((r) => r.status === 409);
-      expect(created).toHaveLength(1);
-      expect(conflicts).toHaveLength(99);
+      expect(conflicts.length + replays.length).toBe(99);
+      expect(conflicts.length).toBeGreaterThan(0);
       for (const c of conflicts) {
         expect(c.headers.get('content-type')).toContain('application/problem+json');
         expect(Number(c.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);

@@ -17,6 +17,8 @@ export const createHonoApp: AppFactory = async (options, state) => {
   });
   app.use('*', idempotency<Database>({ ...options, scope: (c) => c.get('tenant') as string }));
 
+  // The same 500 Hono's default handler gives, without its console noise in test output.
+  app.onError((_error, c) => c.text('Internal Server Error', 500));
   app.get('/charges', (c) => c.json({ n: ++state.executions }));
   app.put('/charges', (c) => c.json({ n: ++state.executions }));
   app.on(['POST', 'PATCH'], '/charges', async (c) => {

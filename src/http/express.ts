@@ -1,0 +1,256 @@
+import type { IncomingMessage, OutgoingHttpHeader, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
+import type { Execution, IdempotencyContext } from '../core/engine.js';
+import { IdempotencyEngine } from '../core/engine.js';
+import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { isJsonMediaType } from '../core/fingerprint.js';
+import type { IdempotencyOptions } from '../core/options.js';
+import { replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import type { StoredResponse } from '../core/store.js';
+
+export type { IdempotencyContext } from '../core/engine.js';
+export type { IdempotencyOptions } from '../core/options.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's own extension point for `req`.
+  namespace Express {
+    interface Request {
+      /** The idempotency context of a protected request; undefined when the request passed through. */
+      idempotency?: IdempotencyContext;
+      /** The request body bytes, when the idempotency middleware read them. */
+      rawBody?: Buffer;
+    }
+  }
+}
+
+/** Body-parser's private "already parsed" flag; setting it makes express.json() & co. skip the request. */
+type ParsedRequest = Request & { _body?: boolean };
+
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
+ * authentication (its `scope` hook receives the Express request) and before or after the body parsers.
+ */
+export function idempotency(options: IdempotencyOptions<Request>) {
+  const engine = new IdempotencyEngine<Request>(options);
+  const { header, maxBodyBytes } = engine.options;
+
+  async function admitAndRun(req: Request, res: Response, next: NextFunction): Promise<void> {
+    let key: string | undefined;
+    let body: Uint8Array;
+    try {
+      key = engine.parseKey(req.headersDistinct[header.toLowerCase()]);
+      if (key === undefined) return next();
+      body = await requestBody(req as ParsedRequest, maxBodyBytes);
+    } catch (error) {
+      return sendProblemOr(error, res, next);
+    }
+    const facts = { method: req.method, path: req.originalUrl, contentType: req.headers['content-type'], body };
+    let admission;
+    try {
+      admission = await engine.admit(req, key, facts);
+    } catch (error) {
+      return sendProblemOr(error, res, next);
+    }
+    switch (admission.kind) {
+      case 'replay':
+        return sendReplay(res, admission.response);
+      case 'reject':
+        return sendProblem(res, admission.error);
+      case 'unprotected':
+        return next();
+      case 'execute':
+        req.idempotency = admission.execution.context;
+        captureResponse(res, admission.execution, engine);
+        return next();
+    }
+  }
+
+  return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
+    if (!engine.covers(req.method)) return next();
+    // Express 4 ignores a middleware's promise, so a rejection must reach `next` by hand.
+    admitAndRun(req, res, next).catch(next);
+  };
+}
+
+/**
+ * The body bytes to fingerprint. When a body parser ran first, its result stands in for the bytes;
+ * otherwise the stream is read here and handed on as if a body parser had read it.
+ */
+async function requestBody(req: ParsedRequest, limit: number): Promise<Uint8Array> {
+  const consumed = req._body === true || req.readableEnded || (req.complete && !req.readable);
+  if (consumed) {
+    const parsed: unknown = Buffer.isBuffer(req.rawBody) ? req.rawBody : req.body;
+    if (parsed === undefined) throw new Error('idemkit: the request body was read before the idempotency middleware and not kept');
+    const bytes = Buffer.isBuffer(parsed) ? parsed : Buffer.from(typeof parsed === 'string' ? parsed : JSON.stringify(parsed));
+    if (bytes.byteLength > limit) throw new BodyTooLargeError(limit);
+    return bytes;
+  }
+  const raw = await readLimited(req, limit);
+  req.rawBody = raw;
+  if (raw.byteLength > 0) req.body = parseBody(raw, req.headers['content-type']);
+  req._body = true;
+  return raw;
+}
+
+function parseBody(raw: Buffer, contentType: string | undefined): unknown {
+  if (contentType && isJsonMediaType(contentType)) {
+    try {
+      return JSON.parse(raw.toString('utf8'));
+    } catch (cause) {
+      // What express.json() would have answered: a 400 through the error handlers, before any claim.
+      throw Object.assign(new SyntaxError('idemkit: the JSON request body does not parse', { cause }), {
+        status: 400,
+        statusCode: 400,
+        expose: true,
+        type: 'entity.parse.failed',
+      });
+    }
+  }
+  return contentType?.toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
+}
+
+function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
+  if (Number(req.headers['content-length'] ?? NaN) > limit) return Promise.reject(new BodyTooLargeError(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = (error: Error | undefined) => {
+      req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
+      if (error) reject(error);
+      else resolve(Buffer.concat(chunks, size));
+    };
+    // Past the limit the rest of the upload is left to flow away unbuffered; Node drains it.
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > limit) settle(new BodyTooLargeError(limit));
+      else chunks.push(chunk);
+    };
+    const onEnd = () => settle(undefined);
+    const onClose = () => settle(new Error('idemkit: the client aborted the request before its body was read'));
+    req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
+  });
+}
+
+/**
+ * Holds the handler's response back from the socket until the record is written, so a client never
+ * sees an answer that a retry could not replay. Everything Express writes goes through
+ * writeHead/write/end, whether from res.send, res.json, res.end or a piped stream.
+ */
+function captureResponse(res: Response, execution: Execution, engine: IdempotencyEngine<Request>): void {
+  const originals = { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders };
+  const baseline = res.getHeaders();
+  const chunks: Buffer[] = [];
+  let state: 'running' | 'finishing' | 'abandoned' = 'running';
+
+  res.writeHead = function writeHead(status: number, ...rest: unknown[]) {
+    res.statusCode = status;
+    if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
+    applyWriteHeadHeaders(res, rest[0] as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined);
+    return res;
+  } as typeof res.writeHead;
+  res.flushHeaders = () => {};
+  res.write = function write(chunk: unknown, encoding?: unknown, callback?: unknown) {
+    if (state === 'running') chunks.push(toBuffer(chunk, encoding));
+    const cb = typeof encoding === 'function' ? encoding : callback;
+    if (typeof cb === 'function') process.nextTick(cb as () => void);
+    return true;
+  } as typeof res.write;
+  res.end = function end(chunk?: unknown, encoding?: unknown, callback?: unknown) {
+    if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
+    if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
+    if (state !== 'running') return res;
+    if (chunk !== undefined && chunk !== null) chunks.push(toBuffer(chunk, encoding));
+    state = 'finishing';
+    void deliver(callback as (() => void) | undefined);
+    return res;
+  } as typeof res.end;
+
+  /** Writes the record, then sends what the handler answered (or the engine's replacement). */
+  async function deliver(callback: (() => void) | undefined): Promise<void> {
+    const { statusCode: status, statusMessage } = res;
+    const headers = res.getHeaders();
+    const body = Buffer.concat(chunks);
+    // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
+    // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
+    // mode Execution.finish treats any 5xx as a failure and rolls back.
+    const stored = toStoredResponse(status, Object.entries(headers), body, engine.options.replayHeaders);
+    let replacement: IdempotencyHttpError | undefined;
+    try {
+      replacement = await execution.finish(stored, false);
+    } catch (error) {
+      engine.options.onError(error);
+      Object.assign(res, originals);
+      res.destroy(error as Error);
+      return;
+    }
+    Object.assign(res, originals);
+    if (replacement) {
+      resetHeaders(res, baseline);
+      return sendProblem(res, replacement);
+    }
+    // Reapply the snapshot: code running after end (an error handler) must not alter what was stored.
+    resetHeaders(res, headers);
+    res.statusCode = status;
+    res.statusMessage = statusMessage;
+    if (NULL_BODY_STATUS.has(status) || body.byteLength === 0) res.end(callback);
+    else res.end(body, callback);
+  }
+
+  res.on('close', () => {
+    if (state !== 'running') return;
+    // A disconnect does not mean nothing happened: the handler may still finish its effect, so the
+    // claim is kept while it runs (a retry gets 409, then the replay). A handler that never ends
+    // (a pipe that the closed socket unpiped) is abandoned after one lease: its claim then expires
+    // and a retry takes over.
+    setTimeout(() => {
+      if (state !== 'running') return;
+      state = 'abandoned';
+      Object.assign(res, originals);
+      execution.abandon();
+    }, engine.options.leaseMs).unref();
+  });
+}
+
+/** Does what Node's writeHead does to the header list, without sending it. */
+function applyWriteHeadHeaders(res: ServerResponse, headers: OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined): void {
+  if (Array.isArray(headers)) {
+    // A flat [name, value, …] list may repeat a name (Link, Set-Cookie): each occurrence is kept.
+    for (let i = 0; i < headers.length; i += 2) res.removeHeader(String(headers[i]));
+    for (let i = 0; i < headers.length; i += 2) res.appendHeader(String(headers[i]), headers[i + 1] as string | string[]);
+  } else if (headers) {
+    for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);
+  }
+}
+
+function resetHeaders(res: ServerResponse, headers: OutgoingHttpHeaders): void {
+  for (const name of res.getHeaderNames()) res.removeHeader(name);
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);
+}
+
+function toBuffer(chunk: unknown, encoding: unknown): Buffer {
+  if (typeof chunk === 'string') return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+  if (chunk instanceof Uint8Array) return Buffer.from(chunk); // a copy: callers may reuse their buffer
+  throw new TypeError('idemkit: response chunks must be strings, Buffers or Uint8Arrays');
+}
+
+function sendReplay(res: ServerResponse, stored: StoredResponse): void {
+  res.statusCode = stored.status;
+  for (const [name, value] of Object.entries(replayHeaderRecord(stored))) res.setHeader(name, value);
+  const body = replayBody(stored);
+  if (NULL_BODY_STATUS.has(stored.status) || body.byteLength === 0) res.end();
+  else res.end(body);
+}
+
+function sendProblem(res: ServerResponse, error: IdempotencyHttpError): void {
+  res.statusCode = error.status;
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  res.setHeader('content-type', PROBLEM_CONTENT_TYPE);
+  res.end(JSON.stringify(error.problem()));
+}
+
+function sendProblemOr(error: unknown, res: ServerResponse, next: NextFunction): void {
+  if (error instanceof IdempotencyHttpError) sendProblem(res, error);
+  else next(error);
+}

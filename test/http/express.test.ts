@@ -1,0 +1,391 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import { Readable } from 'node:stream';
+import express from 'express';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
+import { idempotency } from '../../src/http/express.js';
+import type { MemoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import { createExpress4App, createExpressApp, express4 } from './apps/express-app.js';
+import { listenServer } from './apps/listen.js';
+import type { HarnessOptions, TestApp } from './harness.js';
+import { describeMatrix } from './matrix.js';
+
+interface Answer {
+  status: number;
+  statusText: string;
+  headers: Headers;
+  bytes: Uint8Array;
+  text: string;
+  receivedAt: number;
+}
+
+interface Send {
+  key?: string;
+  body?: BodyInit;
+  type?: string;
+  signal?: AbortSignal;
+}
+
+async function post(app: TestApp, path: string, init: Send = {}): Promise<Answer> {
+  const headers = new Headers({ authorization: 'Bearer tenant' });
+  if (init.key !== undefined) headers.set('idempotency-key', init.key);
+  if (init.type !== undefined) headers.set('content-type', init.type);
+  const body = init.body ?? '';
+  const duplex = body instanceof ReadableStream ? { duplex: 'half' } : {};
+  const res = await fetch(app.url + path, { method: 'POST', headers, body, signal: init.signal, ...duplex });
+  const receivedAt = Date.now();
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  return { status: res.status, statusText: res.statusText, headers: res.headers, bytes, text: new TextDecoder().decode(bytes), receivedAt };
+}
+
+const json = (value: unknown) => ({ body: JSON.stringify(value), type: 'application/json' });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.each([
+  ['express 5', express],
+  ['express 4', express4],
+])('express adapter (%s)', (_name, lib) => {
+  let store: MemoryStore;
+  let executions = 0;
+  const apps: TestApp[] = [];
+
+  /** A server with the idempotency middleware (scope: the bearer token) and the given routes. */
+  async function serve(
+    routes: (app: express.Express) => void,
+    options: Partial<HarnessOptions> & { parserFirst?: boolean } = {},
+  ): Promise<TestApp> {
+    const { parserFirst = false, ...rest } = options;
+    const app = lib();
+    app.set('env', 'test');
+    if (parserFirst) app.use(lib.json());
+    app.use(idempotency({ store, ...rest, scope: (req) => req.get('authorization') ?? '' }));
+    if (!parserFirst) app.use(lib.json(), lib.text());
+    routes(app);
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    return served;
+  }
+
+  /** The first answer, then the replay, asserting the handler ran once. */
+  async function twice(app: TestApp, path: string, init: Send = {}): Promise<[Answer, Answer]> {
+    const key = randomUUID();
+    const first = await post(app, path, { ...init, key });
+    const again = await post(app, path, { ...init, key });
+    expect(executions).toBe(1);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    return [first, again];
+  }
+
+  /** The shared store, with a `complete` that takes `ms` to land. */
+  function slowStore(ms: number, onComplete = () => {}): IdempotencyStore {
+    return Object.assign(Object.create(store) as IdempotencyStore, {
+      async complete(ref: RecordRef, token: string, response: StoredResponse) {
+        await sleep(ms);
+        await store.complete(ref, token, response);
+        onComplete();
+      },
+    });
+  }
+
+  beforeAll(() => {
+    store = memoryStore();
+  });
+  afterEach(() => {
+    executions = 0;
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    store.close();
+  });
+
+  it('replays res.write chunks (strings with encodings, buffers) and res.end byte for byte', async () => {
+    const expected = Buffer.concat([Buffer.from('héllo, '), Buffer.from([0xff, 0x00, 0x01]), Buffer.from('hi'), Buffer.from('end')]);
+    const app = await serve((a) =>
+      a.post('/chunks', (_req, res) => {
+        executions++;
+        res.setHeader('content-type', 'application/octet-stream');
+        res.write('héllo, ');
+        res.write(Buffer.from([0xff, 0x00, 0x01]));
+        res.write('6869', 'hex');
+        res.end('end');
+      }),
+    );
+    const [first, again] = await twice(app, '/chunks');
+    expect(Buffer.from(first.bytes)).toEqual(expected);
+    expect(Buffer.from(again.bytes)).toEqual(expected);
+    expect(again.headers.get('content-type')).toBe('application/octet-stream');
+  });
+
+  it('calls write callbacks, so a handler that waits for them gets to end', async () => {
+    const app = await serve((a) =>
+      a.post('/callbacks', (_req, res) => {
+        executions++;
+        res.write('a', () => res.write('b', 'utf8', () => res.end('c', () => {})));
+      }),
+    );
+    const [first, again] = await twice(app, '/callbacks');
+    expect(first.text).toBe('abc');
+    expect(again.text).toBe('abc');
+  });
+
+  it('replays a piped Readable stream byte for byte', async () => {
+    const parts = [randomBytes(20_000), randomBytes(1), randomBytes(33_333)];
+    const app = await serve((a) =>
+      a.post('/piped', (_req, res) => {
+        executions++;
+        res.type('application/octet-stream');
+        Readable.from(parts).pipe(res);
+      }),
+    );
+    const [first, again] = await twice(app, '/piped');
+    expect(Buffer.from(first.bytes)).toEqual(Buffer.concat(parts));
+    expect(Buffer.from(again.bytes)).toEqual(Buffer.concat(parts));
+  });
+
+  it('replays res.send(Buffer) with every byte value', async () => {
+    const all = Buffer.from(Array.from({ length: 512 }, (_, i) => i & 255));
+    const app = await serve((a) =>
+      a.post('/bytes', (_req, res) => {
+        executions++;
+        res.send(all);
+      }),
+    );
+    const [first, again] = await twice(app, '/bytes');
+    expect(Buffer.from(first.bytes)).toEqual(all);
+    expect(Buffer.from(again.bytes)).toEqual(all);
+    expect(again.headers.get('content-type')).toBe('application/octet-stream');
+  });
+
+  it('replays res.json with its content type and ETag', async () => {
+    const app = await serve((a) =>
+      a.post('/json', (_req, res) => {
+        executions++;
+        res.status(202).json({ text: 'ünïcode', n: executions });
+      }),
+    );
+    const [first, again] = await twice(app, '/json');
+    expect(first.status).toBe(202);
+    expect(JSON.parse(first.text)).toEqual({ text: 'ünïcode', n: 1 });
+    expect(again.status).toBe(202);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(again.headers.get('etag')).toBe(first.headers.get('etag'));
+  });
+
+  it('replays an empty 204 from res.end()', async () => {
+    const app = await serve((a) =>
+      a.post('/empty', (_req, res) => {
+        executions++;
+        res.status(204).end();
+      }),
+    );
+    const [first, again] = await twice(app, '/empty');
+    expect(first.status).toBe(204);
+    expect(again.status).toBe(204);
+    expect(again.bytes.byteLength).toBe(0);
+  });
+
+  it('replays res.writeHead(201, { location }) then end', async () => {
+    const app = await serve((a) =>
+      a.post('/created', (_req, res) => {
+        executions++;
+        res.writeHead(201, { location: '/things/1', 'x-private': 'no' }).end();
+      }),
+    );
+    const [first, again] = await twice(app, '/created');
+    expect(first.status).toBe(201);
+    expect(first.headers.get('location')).toBe('/things/1');
+    expect(first.headers.get('x-private')).toBe('no');
+    expect(again.status).toBe(201);
+    expect(again.headers.get('location')).toBe('/things/1');
+    expect(again.headers.get('x-private')).toBeNull();
+  });
+
+  it('keeps writeHead’s status message and repeated headers from a flat header array', async () => {
+    const app = await serve((a) =>
+      a.post('/flat', (_req, res) => {
+        executions++;
+        res.setHeader('link', '<overridden>');
+        res.writeHead(202, 'Queued', ['link', '<a>', 'link', '<b>', 'content-type', 'text/plain']);
+        res.end('ok');
+      }),
+    );
+    const [first, again] = await twice(app, '/flat');
+    expect([first.status, first.statusText, first.text]).toEqual([202, 'Queued', 'ok']);
+    expect(first.headers.get('link')).toBe('<a>, <b>');
+    expect(again.status).toBe(202);
+    expect(again.headers.get('link')).toBe('<a>, <b>');
+    expect(again.text).toBe('ok');
+  });
+
+  it('holds the response back until the record is written', async () => {
+    let completedAt = 0;
+    const slow = slowStore(150, () => (completedAt = Date.now()));
+    const app = await serve(
+      (a) =>
+        a.post('/slow', (_req, res) => {
+          executions++;
+          res.write('partial ');
+          res.end('done');
+        }),
+      { store: slow },
+    );
+    const first = await post(app, '/slow', { key: randomUUID() });
+    expect(first.text).toBe('partial done');
+    expect(completedAt).toBeGreaterThan(0);
+    expect(first.receivedAt).toBeGreaterThanOrEqual(completedAt);
+  });
+
+  it('lets a body parser mounted after it skip the body it already read, without hanging', async () => {
+    const app = await serve((a) =>
+      a.post('/echo', (req, res) => {
+        executions++;
+        res.json({ body: req.body as unknown, raw: req.rawBody?.toString('utf8') });
+      }),
+    );
+    const sent = '{ "b": [1, 2], "a": "x" }';
+    const [first] = await twice(app, '/echo', { body: sent, type: 'application/json' });
+    expect(JSON.parse(first.text)).toEqual({ body: { a: 'x', b: [1, 2] }, raw: sent });
+    executions = 0;
+    const [text] = await twice(app, '/echo', { body: 'plain words', type: 'text/plain' });
+    expect(JSON.parse(text.text)).toEqual({ body: 'plain words', raw: 'plain words' });
+  });
+
+  it('fingerprints the parsed body when a body parser ran first', async () => {
+    const app = await serve(
+      (a) =>
+        a.post('/parsed', (req, res) => {
+          executions++;
+          res.status(201).json({ got: req.body as unknown, n: executions });
+        }),
+      { parserFirst: true },
+    );
+    const key = randomUUID();
+    const first = await post(app, '/parsed', { key, body: '{"a":1,"b":{"c":[1,2]}}', type: 'application/json' });
+    expect(first.status).toBe(201);
+    expect(JSON.parse(first.text)).toEqual({ got: { a: 1, b: { c: [1, 2] } }, n: 1 });
+    const reordered = await post(app, '/parsed', { key, body: '{ "b": { "c": [1, 2] }, "a": 1 }', type: 'application/json' });
+    expect(reordered.headers.get('idempotent-replayed')).toBe('true');
+    expect(reordered.text).toBe(first.text);
+    const different = await post(app, '/parsed', { key, ...json({ a: 2, b: { c: [1, 2] } }) });
+    expect(different.status).toBe(422);
+    expect(different.headers.get('content-type')).toBe('application/problem+json');
+    expect(executions).toBe(1);
+  });
+
+  it('sends Set-Cookie on the first response only', async () => {
+    const app = await serve((a) =>
+      a.post('/cookie', (_req, res) => {
+        executions++;
+        res.cookie('session', 'secret').status(201).json({ ok: true });
+      }),
+    );
+    const [first, again] = await twice(app, '/cookie');
+    expect(first.headers.get('set-cookie')).toBe('session=secret; Path=/');
+    expect(again.headers.get('set-cookie')).toBeNull();
+    expect(again.text).toBe(first.text);
+  });
+
+  it('replays the 500 of a thrown error without running the route again', async () => {
+    const app = await serve((a) =>
+      a.post('/throw', () => {
+        executions++;
+        throw new Error('boom');
+      }),
+    );
+    const [first, again] = await twice(app, '/throw');
+    expect(first.status).toBe(500);
+    expect(again.status).toBe(500);
+    expect(again.text).toBe(first.text);
+  });
+
+  it('stores what the route sent even when an error handler writes after it', async () => {
+    const app = await serve((a) =>
+      a.post('/late-error', (_req, res, next) => {
+        executions++;
+        res.status(200).json({ ok: true });
+        next(new Error('after the answer'));
+      }),
+      // The error handler must run while the record is still being written.
+      { store: slowStore(100) },
+    );
+    const [first, again] = await twice(app, '/late-error');
+    expect([first.status, first.text]).toEqual([200, '{"ok":true}']);
+    expect([again.status, again.text]).toEqual([200, '{"ok":true}']);
+  });
+
+  it('answers 413 to a chunked upload past maxBodyBytes, and runs nothing', async () => {
+    const app = await serve(
+      (a) =>
+        a.post('/upload', (_req, res) => {
+          executions++;
+          res.end();
+        }),
+      { maxBodyBytes: 1024 },
+    );
+    const body = Readable.toWeb(Readable.from([Buffer.alloc(800, 1), Buffer.alloc(800, 2)])) as ReadableStream;
+    const key = randomUUID();
+    const r = await post(app, '/upload', { key, body, type: 'application/octet-stream' });
+    expect(r.status).toBe(413);
+    expect(JSON.parse(r.text)).toMatchObject({ type: 'https://idemkit.dev/problems/body-too-large', limit: 1024 });
+    expect(executions).toBe(0);
+    expect(await store.get({ scope: 'Bearer tenant', key })).toBeUndefined();
+  });
+
+  it('keeps the claim when the client disconnects mid-handler, then replays what the handler sent', async () => {
+    const app = await serve((a) =>
+      a.post('/slow-charge', async (_req, res) => {
+        executions++;
+        await sleep(300);
+        res.status(201).json({ charged: true });
+      }),
+    );
+    const key = randomUUID();
+    const controller = new AbortController();
+    const gone = post(app, '/slow-charge', { key, signal: controller.signal }).catch((error: unknown) => error);
+    await sleep(100);
+    controller.abort();
+    await gone;
+    const during = await post(app, '/slow-charge', { key });
+    expect(during.status).toBe(409);
+    await sleep(400);
+    const after = await post(app, '/slow-charge', { key });
+    expect(after.status).toBe(201);
+    expect(after.headers.get('idempotent-replayed')).toBe('true');
+    expect(after.text).toBe('{"charged":true}');
+    expect(executions).toBe(1);
+  });
+
+  it('abandons the claim one lease after a disconnect when the response never ends', async () => {
+    const app = await serve(
+      (a) =>
+        a.post('/stalled', (_req, res) => {
+          executions++;
+          const source = new Readable({ read() {} });
+          source.push('first chunk');
+          source.pipe(res); // the closed socket unpipes it: end never comes
+        }),
+      { leaseMs: 200 },
+    );
+    const key = randomUUID();
+    const controller = new AbortController();
+    const gone = post(app, '/stalled', { key, signal: controller.signal }).catch((error: unknown) => error);
+    await sleep(100);
+    controller.abort();
+    await gone;
+    expect((await store.get({ scope: 'Bearer tenant', key }))?.state).toBe('in_flight');
+    // One lease after the disconnect the execution is abandoned: renewal stops, the claim stays
+    // (the handler might still act), and once its lease has run out a retry may take it over.
+    await sleep(800);
+    const record = await store.get({ scope: 'Bearer tenant', key });
+    expect(record?.state).toBe('in_flight');
+    expect(record!.leaseUntil).toBeLessThan(Date.now());
+    expect(executions).toBe(1);
+  });
+});
+
+describeMatrix('express', createExpressApp);
+describeMatrix('express4', createExpress4App);

@@ -1,0 +1,383 @@
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import Database from 'better-sqlite3';
+import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/core/errors.js';
+import type { IdempotencyOptions } from '../../src/core/options.js';
+import { idempotency } from '../../src/http/fastify.js';
+import type { MemoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import { createFastifyApp } from './apps/fastify-app.js';
+import { describeMatrix } from './matrix.js';
+
+interface Sent {
+  status: number;
+  headers: Headers;
+  bytes: Uint8Array;
+  text: string;
+}
+
+const key = () => `key-${randomUUID()}`;
+const ref = (k: string) => ({ scope: '', key: k });
+
+async function post(url: string, init: { key?: string; body?: BodyInit; type?: string; signal?: AbortSignal } = {}): Promise<Sent> {
+  const headers = new Headers();
+  if (init.key !== undefined) headers.set('idempotency-key', init.key);
+  if (init.type !== undefined) headers.set('content-type', init.type);
+  const res = await fetch(url, { method: 'POST', headers, body: init.body, signal: init.signal, duplex: 'half' } as RequestInit);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  return { status: res.status, headers: res.headers, bytes, text: new TextDecoder().decode(bytes) };
+}
+
+const json = (body: unknown) => ({ body: JSON.stringify(body), type: 'application/json' });
+
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error('condition never met');
+}
+
+describe('fastify adapter', () => {
+  let store: MemoryStore;
+  let executions = 0;
+  let app: FastifyInstance;
+  let base: string;
+
+  async function listen(routes: (app: FastifyInstance) => void, options: Partial<IdempotencyOptions> = {}) {
+    const server = Fastify();
+    await server.register(idempotency, { store, ...options });
+    routes(server);
+    const url = await server.listen({ port: 0, host: '127.0.0.1' });
+    return { server, url };
+  }
+
+  beforeAll(async () => {
+    store = memoryStore();
+    ({ server: app, url: base } = await listen((server) => {
+      server.post('/buffer', async (_request, reply) => {
+        executions++;
+        return reply.send(Buffer.from([0, 1, 2, 250, 255]));
+      });
+      server.post('/string', async (_request, reply) => {
+        executions++;
+        return reply.send(`plain ${randomUUID()}`);
+      });
+      server.post('/object', async (request) => {
+        executions++;
+        return { id: randomUUID(), echo: request.body };
+      });
+      server.post('/stream', async (_request, reply) => {
+        executions++;
+        return reply.type('text/csv').send(Readable.from([Buffer.from('a,b\n'), Buffer.from(`${randomUUID()},2\n`), Buffer.from('3,4\n')]));
+      });
+      server.post('/broken-stream', async (_request, reply) => {
+        executions++;
+        const broken = new Readable({ read() {} });
+        broken.push('partial');
+        setTimeout(() => broken.destroy(new Error('source failed')), 5);
+        return reply.send(broken);
+      });
+      server.post('/web-response', async () => {
+        executions++;
+        return new Response(`made ${randomUUID()}`, { status: 202, headers: { 'content-type': 'text/x-made', location: '/made/1' } });
+      });
+      server.post('/throw', async () => {
+        executions++;
+        throw new Error(`boom ${randomUUID()}`);
+      });
+      server.post('/payment-required', async () => {
+        executions++;
+        throw Object.assign(new Error('pay first'), { statusCode: 402 });
+      });
+      server.post(
+        '/validated',
+        { schema: { body: { type: 'object', required: ['amount'], properties: { amount: { type: 'integer', minimum: 1 } } } } },
+        async (request, reply) => {
+          executions++;
+          return reply.code(201).send({ id: randomUUID(), body: request.body });
+        },
+      );
+      server.post('/unprotected', { config: { idempotency: false } }, async () => ({ n: ++executions }));
+      server.post('/optional', { config: { idempotency: { required: false } } }, async () => ({ n: ++executions, id: randomUUID() }));
+      server.post('/cookie', async (_request, reply) => {
+        executions++;
+        reply.header('set-cookie', ['session=secret; HttpOnly', 'theme=dark']).header('x-trace', randomUUID());
+        return { id: randomUUID() };
+      });
+      server.post('/slow', async () => {
+        executions++;
+        await new Promise((r) => setTimeout(r, 300));
+        return { id: randomUUID(), n: executions };
+      });
+      server.post('/hijack', async (_request, reply) => {
+        executions++;
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': 'text/plain' });
+        reply.raw.end('raw');
+      });
+      server.post('/echo-bytes', async (request, reply) => {
+        executions++;
+        return reply.type('application/octet-stream').send(request.body as Buffer);
+      });
+      server.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    }));
+  });
+  afterEach(() => {
+    executions = 0;
+  });
+  afterAll(async () => {
+    await app.close();
+    store.close();
+  });
+
+  it.each([
+    ['a Buffer', '/buffer', 'application/octet-stream'],
+    ['a string', '/string', 'text/plain; charset=utf-8'],
+    ['an object', '/object', 'application/json; charset=utf-8'],
+    ['a stream', '/stream', 'text/csv'],
+  ])('replays %s sent with reply.send byte for byte', async (_label, path, type) => {
+    const k = key();
+    const first = await post(base + path, { key: k, ...json({ amount: 1 }) });
+    const again = await post(base + path, { key: k, ...json({ amount: 1 }) });
+    expect(first.status).toBe(200);
+    expect(first.bytes.byteLength).toBeGreaterThan(0);
+    expect(first.headers.get('content-type')).toBe(type);
+    expect(again.status).toBe(200);
+    expect(again.bytes).toEqual(first.bytes);
+    expect(again.headers.get('content-type')).toBe(type);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(executions).toBe(1);
+    const record = await store.get(ref(k));
+    expect(record?.state).toBe('completed');
+    expect(new Uint8Array(record!.response!.body!)).toEqual(first.bytes);
+  });
+
+  it('parses the body after reading it for the fingerprint (JSON and raw bytes)', async () => {
+    const object = await post(`${base}/object`, { key: key(), ...json({ amount: 12, note: 'é' }) });
+    expect(JSON.parse(object.text).echo).toEqual({ amount: 12, note: 'é' });
+    const bytes = new Uint8Array([9, 8, 7, 0, 255]);
+    const echoed = await post(`${base}/echo-bytes`, { key: key(), body: bytes, type: 'application/octet-stream' });
+    expect(echoed.bytes).toEqual(bytes);
+  });
+
+  it('stores and replays the status, headers and body of a fetch Response', async () => {
+    const k = key();
+    const first = await post(`${base}/web-response`, { key: k });
+    const again = await post(`${base}/web-response`, { key: k });
+    expect(first.status).toBe(202);
+    expect(first.text).toMatch(/^made /);
+    expect(again.status).toBe(202);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('content-type')).toBe('text/x-made');
+    expect(again.headers.get('location')).toBe('/made/1');
+    expect(executions).toBe(1);
+  });
+
+  it('stores the 500 of a thrown error and replays it without running the handler again', async () => {
+    const k = key();
+    const first = await post(`${base}/throw`, { key: k });
+    const again = await post(`${base}/throw`, { key: k });
+    expect(first.status).toBe(500);
+    expect(JSON.parse(first.text).message).toMatch(/^boom /);
+    expect(again.status).toBe(500);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(executions).toBe(1);
+    expect((await store.get(ref(k)))?.response?.status).toBe(500);
+  });
+
+  it('stores the 500 of a stream that fails while it is buffered, never a partial body', async () => {
+    const k = key();
+    const first = await post(`${base}/broken-stream`, { key: k });
+    expect(first.status).toBe(500);
+    expect(first.text).not.toContain('partial');
+    expect(JSON.parse(first.text).message).toBe('source failed');
+    const again = await post(`${base}/broken-stream`, { key: k });
+    expect(again.status).toBe(500);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(executions).toBe(1);
+    expect((await store.get(ref(k)))?.state).toBe('completed');
+  });
+
+  it('stores a thrown error with statusCode 402 as a 402', async () => {
+    const k = key();
+    const first = await post(`${base}/payment-required`, { key: k });
+    const again = await post(`${base}/payment-required`, { key: k });
+    expect(first.status).toBe(402);
+    expect(JSON.parse(first.text).message).toBe('pay first');
+    expect(again.status).toBe(402);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(executions).toBe(1);
+  });
+
+  it('stores nothing when schema validation refuses the body, and the key then runs with a valid body', async () => {
+    const k = key();
+    const invalid = await post(`${base}/validated`, { key: k, ...json({ amount: 0 }) });
+    expect(invalid.status).toBe(400);
+    expect(JSON.parse(invalid.text).code).toBe('FST_ERR_VALIDATION');
+    expect(await store.get(ref(k))).toBeUndefined();
+    expect(executions).toBe(0);
+    const again = await post(`${base}/validated`, { key: k, ...json({ amount: 0 }) });
+    expect(again.status).toBe(400);
+    expect(again.headers.get('idempotent-replayed')).toBeNull();
+    const valid = await post(`${base}/validated`, { key: k, ...json({ amount: 5 }) });
+    expect(valid.status).toBe(201);
+    expect(JSON.parse(valid.text).body).toEqual({ amount: 5 });
+    expect(executions).toBe(1);
+    const replay = await post(`${base}/validated`, { key: k, ...json({ amount: 5 }) });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.text).toBe(valid.text);
+    expect(executions).toBe(1);
+  });
+
+  it('passes a route with config.idempotency = false through, even with a key', async () => {
+    const k = key();
+    const a = await post(`${base}/unprotected`, { key: k, ...json({}) });
+    const b = await post(`${base}/unprotected`, { key: k, ...json({}) });
+    expect(JSON.parse(a.text).n).toBe(1);
+    expect(JSON.parse(b.text).n).toBe(2);
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+    expect(await store.get(ref(k))).toBeUndefined();
+    // Not even a malformed key is looked at.
+    expect((await post(`${base}/unprotected`, { key: 'a b', ...json({}) })).status).toBe(200);
+  });
+
+  it('lets a keyless POST through on a route with required: false, and still protects keyed ones', async () => {
+    const missing = await post(`${base}/object`, json({}));
+    expect(missing.status).toBe(400);
+    expect(JSON.parse(missing.text).type).toBe('https://idemkit.dev/problems/missing-key');
+    expect(executions).toBe(0);
+    expect((await post(`${base}/optional`, json({}))).status).toBe(200);
+    expect((await post(`${base}/optional`, json({}))).status).toBe(200);
+    expect(executions).toBe(2);
+    const k = key();
+    const first = await post(`${base}/optional`, { key: k, ...json({}) });
+    const again = await post(`${base}/optional`, { key: k, ...json({}) });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(executions).toBe(3);
+  });
+
+  it('sends Set-Cookie on the first response and never on the replay', async () => {
+    const k = key();
+    const first = await post(`${base}/cookie`, { key: k });
+    const again = await post(`${base}/cookie`, { key: k });
+    expect(first.headers.getSetCookie()).toEqual(['session=secret; HttpOnly', 'theme=dark']);
+    expect(first.headers.get('x-trace')).not.toBeNull();
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.headers.getSetCookie()).toEqual([]);
+    expect(again.headers.get('x-trace')).toBeNull();
+    expect(again.text).toBe(first.text);
+    expect(executions).toBe(1);
+  });
+
+  it('answers 413 to a chunked body over maxBodyBytes and stores nothing', async () => {
+    const small = await listen((server) => server.post('/charges', async () => ({ n: ++executions })), { maxBodyBytes: 1024 });
+    try {
+      const k = key();
+      const chunks = [new Uint8Array(700).fill(120), new Uint8Array(700).fill(121)];
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          const next = chunks.shift();
+          if (next) controller.enqueue(next);
+          else controller.close();
+        },
+      });
+      const r = await post(`${small.url}/charges`, { key: k, body, type: 'text/plain' });
+      expect(r.status).toBe(413);
+      expect(JSON.parse(r.text).type).toBe('https://idemkit.dev/problems/body-too-large');
+      expect(executions).toBe(0);
+      expect(await store.get(ref(k))).toBeUndefined();
+      expect((await post(`${small.url}/charges`, { key: k, body: 'x'.repeat(1000), type: 'text/plain' })).status).toBe(200);
+      expect(executions).toBe(1);
+    } finally {
+      await small.server.close();
+    }
+  });
+
+  it('keeps the claim of a handler whose client went away, and replays its answer to the retry', async () => {
+    const k = key();
+    const controller = new AbortController();
+    const gone = post(`${base}/slow`, { key: k, ...json({ a: 1 }), signal: controller.signal });
+    await waitFor(async () => (await store.get(ref(k))) !== undefined);
+    controller.abort();
+    await expect(gone).rejects.toThrow();
+    // The handler is still running: the retry must not run it a second time.
+    expect((await post(`${base}/slow`, { key: k, ...json({ a: 1 }) })).status).toBe(409);
+    await waitFor(async () => (await store.get(ref(k)))?.state === 'completed');
+    const retry = await post(`${base}/slow`, { key: k, ...json({ a: 1 }) });
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(JSON.parse(retry.text).n).toBe(1);
+    expect(executions).toBe(1);
+  });
+
+  it('releases the key of a hijacked reply, whose answer cannot be captured', async () => {
+    const k = key();
+    expect((await post(`${base}/hijack`, { key: k })).text).toBe('raw');
+    await waitFor(async () => (await store.get(ref(k))) === undefined);
+    expect((await post(`${base}/hijack`, { key: k })).headers.get('idempotent-replayed')).toBeNull();
+    expect(executions).toBe(2);
+  });
+
+  it('answers the problem, without the handler headers, when a transactional completion fails', async () => {
+    const db = new Database(':memory:');
+    const real = sqliteStore({ database: db });
+    const failing = {
+      ...real,
+      beginTransaction: async () => ({
+        ...(await real.beginTransaction()),
+        complete: async () => {
+          throw new StoreUnavailableError('disk full');
+        },
+      }),
+    };
+    const errors: unknown[] = [];
+    const txApp = await listen(
+      (server) =>
+        server.post('/charges', async (_request, reply) => {
+          executions++;
+          return reply.code(201).header('location', '/charges/1').header('set-cookie', 'a=b').send({ ok: true });
+        }),
+      { store: failing, transactional: true, onError: (error) => errors.push(error) },
+    );
+    try {
+      const k = key();
+      const r = await post(`${txApp.url}/charges`, { key: k, ...json({}) });
+      expect(r.status).toBe(503);
+      expect(r.headers.get('content-type')).toBe('application/problem+json');
+      expect(r.headers.get('retry-after')).toBe('1');
+      expect(r.headers.get('location')).toBeNull();
+      expect(r.headers.get('set-cookie')).toBeNull();
+      expect(JSON.parse(r.text).type).toBe('https://idemkit.dev/problems/store-unavailable');
+      expect(errors).toHaveLength(1);
+      expect(await real.get(ref(k))).toBeUndefined();
+    } finally {
+      await txApp.server.close();
+      db.close();
+    }
+  });
+
+  it('refuses an invalid per-route config and a second registration on the same routes', async () => {
+    const bad = Fastify();
+    await bad.register(idempotency, { store });
+    expect(() => bad.post('/x', { config: { idempotency: 'yes' as never } }, async () => ({}))).toThrow(/config\.idempotency/);
+    expect(() => bad.post('/y', { config: { idempotency: { required: 'no' as never } } }, async () => ({}))).toThrow(/required/);
+    await bad.close();
+    const twice = Fastify();
+    await twice.register(idempotency, { store });
+    await twice.register(idempotency, { store });
+    expect(() => twice.post('/z', async () => ({}))).toThrow(/registered twice/);
+    await twice.close();
+  });
+});
+
+describeMatrix('fastify', createFastifyApp);
