@@ -5,6 +5,7 @@ import {
   LeaseLostError,
   LeaseLostHttpError,
   MissingKeyError,
+  StoreUnavailableError,
   StoreUnavailableHttpError,
 } from './errors.js';
 import { fingerprint } from './fingerprint.js';
@@ -88,7 +89,11 @@ export class IdempotencyEngine<Req = unknown> {
     for (;;) {
       let claim: Claim;
       try {
-        claim = await options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs });
+        claim = await withTimeout(
+          options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs }),
+          options.storeTimeoutMs,
+          'claim',
+        );
       } catch (error) {
         return this.storeDown(error);
       }
@@ -116,7 +121,10 @@ export class IdempotencyEngine<Req = unknown> {
     let transaction: StoreTransaction<unknown> | undefined;
     if (transactional) {
       try {
-        transaction = await (store as TransactionalStore).beginTransaction();
+        const begin = (store as TransactionalStore).beginTransaction();
+        // A transaction that opens after we gave up must still be closed, or it would hold a connection.
+        begin.catch(() => {});
+        transaction = await withTimeout(begin, this.options.storeTimeoutMs, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
       } catch (error) {
         await store.release(ref, claim.token).catch(this.options.onError);
         return this.storeDown(error);
@@ -215,7 +223,7 @@ export class Execution {
     const fitted = fitResponse(response, store.maxResponseBytes);
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await store.complete(this.ref, this.token, fitted).catch(onError);
+      await withTimeout(store.complete(this.ref, this.token, fitted), this.options.storeTimeoutMs, 'complete').catch(onError);
       return undefined;
     }
     try {
@@ -261,6 +269,31 @@ export class Execution {
       if (!(error instanceof LeaseLostError)) this.options.onError(error);
     }
   }
+}
+
+/**
+ * Rejects with `StoreUnavailableError` when `operation` has not settled within `ms`. `onLate`
+ * receives a value that arrives after the deadline, so it can be cleaned up.
+ */
+function withTimeout<T>(operation: Promise<T>, ms: number, name: string, onLate?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      reject(new StoreUnavailableError(`store ${name} did not answer within ${ms} ms (option \`storeTimeoutMs\`)`));
+    }, ms);
+    operation.then(
+      (value) => {
+        clearTimeout(timer);
+        if (timedOut) onLate?.(value);
+        else resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
 }
 
 function delay(ms: number): Promise<void> {

@@ -81,6 +81,13 @@ export interface IdempotencyOptions<Req = unknown> {
    */
   readonly transactional?: boolean;
   /**
+   * How long a store operation on the request path (claim, begin, complete) may take before the
+   * store counts as unreachable (503 before the handler runs), in ms. Keeps a hung connection
+   * from hanging requests.
+   * @default 3_000
+   */
+  readonly storeTimeoutMs?: number;
+  /**
    * When the store is unreachable, run the handler unprotected instead of answering 503.
    * @default false (fail closed)
    */
@@ -109,6 +116,7 @@ export interface ResolvedOptions<Req> {
   readonly waitTimeoutMs: number;
   readonly replayHeaders: ReadonlySet<string>;
   readonly transactional: boolean;
+  readonly storeTimeoutMs: number;
   readonly failOpen: boolean;
   readonly onError: (error: unknown) => void;
 }
@@ -191,6 +199,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
     waitTimeoutMs: integerOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1),
     replayHeaders: replay,
     transactional,
+    storeTimeoutMs: integerOption('storeTimeoutMs', options.storeTimeoutMs, 3_000, 1),
     failOpen: booleanOption('failOpen', options.failOpen, false),
     onError: options.onError ?? (() => {}),
   };
