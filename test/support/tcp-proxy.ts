@@ -34,15 +34,16 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     upstream.on('error', drop).on('close', drop);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const cut = () => {
+    for (const [a, b] of pairs) {
+      a.destroy();
+      b.destroy();
+    }
+    pairs.clear();
+  };
   return {
     port: (server.address() as AddressInfo).port,
-    cut() {
-      for (const [a, b] of pairs) {
-        a.destroy();
-        b.destroy();
-      }
-      pairs.clear();
-    },
+    cut,
     pause() {
       paused = true;
       for (const [a, b] of pairs) {
@@ -62,7 +63,7 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       }
     },
     close() {
-      this.cut();
+      cut();
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };
