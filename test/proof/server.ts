@@ -1,0 +1,67 @@
+/**
+ * A server process for the cross-process and crash proofs. Environment:
+ * FRAMEWORK=fastify|express, STORE_URL, NAME (table suffix), TRANSACTIONAL=1, LEASE_MS,
+ * UNIQUE_ORDERS=1. `POST /work` inserts one order (inside the transaction in transactional mode).
+ * The `x-crash` header kills the process with SIGKILL: `after-insert` right after the business
+ * write (before commit or completion), `before-response` after the record is written, when the
+ * response is about to leave.
+ */
+import type { ServerResponse } from 'node:http';
+import express from 'express';
+import Fastify from 'fastify';
+import { idempotency as expressIdempotency } from '../../src/http/express.js';
+import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
+import { openBackend } from './backends.js';
+
+const env = process.env;
+const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1' });
+const options = {
+  store: backend.store,
+  transactional: env.TRANSACTIONAL === '1',
+  leaseMs: Number(env.LEASE_MS ?? 30_000),
+  scope: () => 'proof',
+};
+const die = () => process.kill(process.pid, 'SIGKILL');
+
+/** Makes the response's first byte kill the process: after the commit, before the answer. */
+function crashOnSend(res: ServerResponse): void {
+  res.writeHead = (() => die()) as never;
+}
+
+async function work(key: string, crash: string | undefined, tx: unknown): Promise<{ key: string; pid: number }> {
+  await backend.insertOrder(tx, key);
+  if (crash === 'after-insert') die();
+  return { key, pid: process.pid };
+}
+
+let port: number;
+if (env.FRAMEWORK === 'express') {
+  const app = express();
+  app.use((req, res, next) => {
+    if (req.get('x-crash') === 'before-response') crashOnSend(res);
+    next();
+  });
+  app.post('/work', expressIdempotency(options), express.json(), async (req, res, next) => {
+    try {
+      res.status(201).json(await work(req.idempotency!.key, req.get('x-crash'), req.idempotency!.tx));
+    } catch (error) {
+      next(error);
+    }
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  port = (server.address() as { port: number }).port;
+} else {
+  const app = Fastify();
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.headers['x-crash'] === 'before-response') crashOnSend(reply.raw);
+  });
+  await app.register(fastifyIdempotency, options);
+  app.post('/work', async (request, reply) => {
+    const ctx = request.idempotency!;
+    return reply.code(201).send(await work(ctx.key, request.headers['x-crash'] as string | undefined, ctx.tx));
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as { port: number }).port;
+}
+console.log(`listening ${port}`);

@@ -1,0 +1,60 @@
+import { fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+export interface ServerProcess {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** Resolves with the signal (or exit code) once the process is gone. */
+  readonly exited: Promise<NodeJS.Signals | number | null>;
+  kill(): void;
+}
+
+const script = join(import.meta.dirname, 'server.ts');
+const live = new Set<ChildProcess>();
+
+/** Starts test/proof/server.ts with `env` and waits until it listens. */
+export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
+  const child = fork(script, [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  live.add(child);
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      live.delete(child);
+      resolve(signal ?? code);
+    }),
+  );
+  const port = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening (\d+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    void exited.then((how) => reject(new Error(`server exited (${String(how)}) before listening: ${out}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    child,
+    exited,
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
+    },
+  };
+}
+
+/** Kills every server this module started and is still running (for afterAll). */
+export function killAll(): void {
+  for (const child of live) if (child.exitCode === null) process.kill(child.pid!, 'SIGKILL');
+}
+
+export function work(url: string, key: string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/work`, {
+    method: 'POST',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ item: 'sku-1', quantity: 1 }),
+  });
+}
