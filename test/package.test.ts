@@ -18,6 +18,10 @@ describe('package exports', () => {
       './hono',
       './express',
       './fastify',
+      './stores/postgres',
+      './stores/redis',
+      './stores/mysql',
+      './client',
     ]);
     for (const [, conditions] of entries) expect(Object.keys(conditions)[0]).toBe('types');
   });

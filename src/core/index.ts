@@ -22,4 +22,4 @@ export type {
   StoreTransaction,
   TransactionalStore,
 } from './store.js';
-export { integerOption, booleanOption } from './validate.js';
+export { integerOption, booleanOption, durationOption, MAX_TIMER_MS } from './validate.js';

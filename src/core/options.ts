@@ -2,7 +2,7 @@ import { InvalidOptionError } from './errors.js';
 import type { KeyPolicy } from './key.js';
 import type { IdempotencyStore } from './store.js';
 import { isTransactionalStore } from './store.js';
-import { booleanOption, integerOption } from './validate.js';
+import { booleanOption, durationOption, integerOption } from './validate.js';
 
 /** Options shared by every adapter; `Req` is the adapter's native request type. */
 export interface IdempotencyOptions<Req = unknown> {
@@ -165,7 +165,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
   if (fields !== undefined && (!Array.isArray(fields) || fields.length === 0 || fields.some((f) => typeof f !== 'string' || f === ''))) {
     throw new InvalidOptionError('fingerprintFields', 'expected a non-empty array of field paths');
   }
-  const leaseMs = integerOption('leaseMs', options.leaseMs, 30_000, 10);
+  const leaseMs = durationOption('leaseMs', options.leaseMs, 30_000, 10, false);
   const windowMs = integerOption('windowMs', options.windowMs, 86_400_000, 1);
   if (windowMs < leaseMs) throw new InvalidOptionError('windowMs', `must be at least leaseMs (${leaseMs})`);
   const inFlight = options.inFlight ?? 'conflict';
@@ -196,10 +196,10 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
     renewLease: booleanOption('renewLease', options.renewLease, true),
     maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
     inFlight,
-    waitTimeoutMs: integerOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1),
+    waitTimeoutMs: durationOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1, false),
     replayHeaders: replay,
     transactional,
-    storeTimeoutMs: integerOption('storeTimeoutMs', options.storeTimeoutMs, 3_000, 1),
+    storeTimeoutMs: durationOption('storeTimeoutMs', options.storeTimeoutMs, 3_000, 1, false),
     failOpen: booleanOption('failOpen', options.failOpen, false),
     onError: options.onError ?? (() => {}),
   };

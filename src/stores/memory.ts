@@ -2,7 +2,7 @@ import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../co
 import type { Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { integerOption } from '../core/validate.js';
+import { durationOption, integerOption } from '../core/validate.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -44,7 +44,7 @@ export interface MemoryStore extends IdempotencyStore {
 /** A bounded, swept, single-process store for tests and development. Not shared between processes. */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const maxRecords = integerOption('maxRecords', options.maxRecords, 10_000, 1);
-  const sweepIntervalMs = integerOption('sweepIntervalMs', options.sweepIntervalMs, 60_000, 0);
+  const sweepIntervalMs = durationOption('sweepIntervalMs', options.sweepIntervalMs, 60_000, 0, false);
   const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
   const now = options.clock ?? systemClock;
   if (typeof now !== 'function') throw new InvalidOptionError('clock', 'expected a function returning epoch ms');

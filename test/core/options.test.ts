@@ -18,6 +18,8 @@ describe('resolveOptions', () => {
     [{}, 'store'],
     [{ store, leaseMs: -1 }, 'leaseMs'],
     [{ store, leaseMs: 1.5 }, 'leaseMs'],
+    [{ store, leaseMs: 3e9 }, 'leaseMs'],
+    [{ store, storeTimeoutMs: 2 ** 31 }, 'storeTimeoutMs'],
     [{ store, windowMs: 0 }, 'windowMs'],
     [{ store, leaseMs: 60_000, windowMs: 1000 }, 'windowMs'],
     [{ store, methods: 'POST' }, 'methods'],

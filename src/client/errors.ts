@@ -1,0 +1,118 @@
+import { IdemkitError } from '../core/errors.js';
+
+/** An RFC 9457 problem details body as received: every member is optional on the wire. */
+export interface Problem {
+  readonly type?: string;
+  readonly title?: string;
+  readonly status?: number;
+  readonly detail?: string;
+  readonly instance?: string;
+  readonly [extension: string]: unknown;
+}
+
+/** What every failed call reports, so the caller can reconcile with the same key. */
+export interface CallInfo {
+  /** The key sent on every attempt; undefined when the request carried none (e.g. a GET). */
+  readonly key: string | undefined;
+  /** How many attempts were sent. */
+  readonly attempts: number;
+}
+
+/**
+ * A call that ended without a usable answer. It carries the key because the outcome may be
+ * unknown: the server may have executed the request. Reconcile or retry later with the SAME key.
+ */
+export class IdempotentCallError extends IdemkitError {
+  readonly key: string | undefined;
+  readonly attempts: number;
+
+  constructor(code: string, message: string, info: CallInfo, cause?: unknown) {
+    super(code, message, { cause });
+    this.key = info.key;
+    this.attempts = info.attempts;
+  }
+}
+
+/**
+ * Every attempt ended without a response (connection refused or reset, socket closed
+ * mid-response, attempt timeout), or with an error that is not retried. `cause` is the last error.
+ */
+export class RequestFailedError extends IdempotentCallError {
+  constructor(info: CallInfo, cause: unknown) {
+    super(
+      'ERR_IDEMKIT_REQUEST_FAILED',
+      `The request failed after ${info.attempts} attempt(s): ${describe(cause)}. The outcome is unknown; retry with the same key.`,
+      info,
+      cause,
+    );
+  }
+}
+
+/**
+ * A retry was due but the shared retry budget is empty: the dependency is failing for many calls,
+ * so this call fails fast instead of adding load. `cause` is the last error, `status` the last
+ * response's status when there was one.
+ */
+export class RetryBudgetExhaustedError extends IdempotentCallError {
+  readonly status: number | undefined;
+  readonly response: Response | undefined;
+
+  constructor(info: CallInfo, last: { error?: unknown; response?: Response }) {
+    const what = last.response ? `status ${last.response.status}` : describe(last.error);
+    super(
+      'ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED',
+      `Not retried: the retry budget is exhausted (last attempt: ${what}). The outcome may be unknown; retry later with the same key.`,
+      info,
+      last.error,
+    );
+    this.status = last.response?.status;
+    this.response = last.response;
+  }
+}
+
+/**
+ * Thrown with `throwOnError: true` when the final response has a status >= 400. `problem` is the
+ * parsed body when it is `application/problem+json`; `response` is still readable.
+ */
+export class HttpStatusError extends IdempotentCallError {
+  readonly status: number;
+  readonly problem: Problem | undefined;
+  readonly response: Response;
+  readonly replayed: boolean;
+
+  constructor(info: CallInfo & { readonly replayed: boolean }, response: Response, problem: Problem | undefined) {
+    const text = problem?.detail ?? problem?.title;
+    const detail = typeof text === 'string' ? text : undefined;
+    super('ERR_IDEMKIT_HTTP_STATUS', `HTTP ${response.status}${detail ? `: ${detail}` : ''}`, info);
+    this.status = response.status;
+    this.problem = problem;
+    this.response = response;
+    this.replayed = info.replayed;
+  }
+}
+
+/** One attempt took longer than `attemptTimeout`; retried like a network failure. */
+export class AttemptTimeoutError extends IdemkitError {
+  readonly timeout: number;
+
+  constructor(timeout: number) {
+    super('ERR_IDEMKIT_ATTEMPT_TIMEOUT', `The attempt did not complete within ${timeout} ms (option \`attemptTimeout\`)`);
+    this.timeout = timeout;
+  }
+}
+
+/**
+ * The body cannot be sent identically on every attempt (a stream larger than `maxBodyBytes`, a
+ * body already read). Thrown before the first attempt, so nothing reached the server.
+ */
+export class BodyNotReplayableError extends IdemkitError {
+  constructor(reason: string, options?: { cause?: unknown }) {
+    super('ERR_IDEMKIT_BODY_NOT_REPLAYABLE', `The request body cannot be replayed on retries: ${reason}. Nothing was sent.`, options);
+  }
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? ` (${error.cause.message})` : '';
+  return `${error.message}${cause}`;
+}

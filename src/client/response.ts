@@ -1,0 +1,55 @@
+import { PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { REPLAYED_HEADER } from '../core/response.js';
+import type { Problem } from './errors.js';
+
+/** How the call went, attached to the final response as `response.idempotency`. */
+export interface IdempotencyInfo {
+  /** The key every attempt carried; undefined when the request had none. */
+  readonly key: string | undefined;
+  /** Attempts sent, from 1. */
+  readonly attempts: number;
+  /** The server answered from its record (`Idempotent-Replayed: true`): the effect happened earlier. */
+  readonly replayed: boolean;
+}
+
+/** A fetch `Response` that also says how the idempotent call went. */
+export type IdempotentResponse = Response & { readonly idempotency: IdempotencyInfo };
+
+/** Statuses whose responses cannot carry a body. */
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+export function isReplayed(response: Response): boolean {
+  const value = response.headers.get(REPLAYED_HEADER)?.trim().toLowerCase();
+  return value === 'true' || value === '?1'; // Stripe's token, or a structured-field boolean
+}
+
+/**
+ * The response handed to the caller: a copy over the body already read during the attempt (so a
+ * connection cut mid-body was retried rather than surfacing later), with a non-enumerable
+ * `idempotency` property. `url` and `redirected` are carried over from the original.
+ */
+export function finalResponse(original: Response, body: Uint8Array<ArrayBuffer>, info: IdempotencyInfo): IdempotentResponse {
+  const response = new Response(NULL_BODY_STATUS.has(original.status) ? null : body, {
+    status: original.status,
+    statusText: original.statusText,
+    headers: original.headers,
+  });
+  Object.defineProperties(response, {
+    idempotency: { value: Object.freeze({ ...info }), enumerable: false },
+    url: { value: original.url, enumerable: false },
+    redirected: { value: original.redirected, enumerable: false },
+  });
+  return response as IdempotentResponse;
+}
+
+/** The parsed body of an `application/problem+json` response, or undefined. */
+export function parseProblem(response: Response, body: Uint8Array): Problem | undefined {
+  const type = response.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();
+  if (type !== PROBLEM_CONTENT_TYPE) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(new TextDecoder().decode(body));
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Problem) : undefined;
+  } catch {
+    return undefined; // a malformed problem is still an HTTP error; `response` keeps the raw body
+  }
+}

@@ -1,0 +1,101 @@
+/** The retry budget: a shared token bucket that keeps an outage from becoming a retry storm. */
+import { describe, expect, it } from 'vitest';
+import { RequestFailedError, RetryBudgetExhaustedError, createIdempotentFetch, createRetryBudget } from '../../src/client/index.js';
+import { deadUrl, scriptedServer } from './servers.js';
+
+describe('the token bucket', () => {
+  it('starts full, spends one token per retry, and earns ratio per call, up to capacity', () => {
+    const budget = createRetryBudget({ ratio: 0.1, capacity: 2 });
+    expect(budget.tokens).toBe(2);
+    expect([budget.tryWithdraw(), budget.tryWithdraw(), budget.tryWithdraw()]).toEqual([true, true, false]);
+    for (let i = 0; i < 9; i++) budget.deposit();
+    expect(budget.tryWithdraw()).toBe(false); // 0.9 of a token is not a retry
+    budget.deposit();
+    expect(budget.tryWithdraw()).toBe(true); // ten deposits of 0.1 make exactly one token
+    for (let i = 0; i < 1000; i++) budget.deposit();
+    expect(budget.tokens).toBe(2);
+  });
+
+  it('initialTokens: 0 means retries must be earned first', () => {
+    const budget = createRetryBudget({ ratio: 0.5, initialTokens: 0 });
+    expect(budget.tryWithdraw()).toBe(false);
+    budget.deposit();
+    budget.deposit();
+    expect(budget.tryWithdraw()).toBe(true);
+  });
+});
+
+describe('a burst against a dead server', () => {
+  it('50 concurrent calls stay within calls × (1 + ratio) + capacity attempts; the rest fail fast with the typed error', async () => {
+    const url = await deadUrl();
+    const calls = 50;
+    const ratio = 0.1;
+    const capacity = 10;
+    let attempts = 0;
+    const client = createIdempotentFetch({
+      retries: 3,
+      // A fixed, visible pause: a call that got no token must settle well before it.
+      minTimeout: 300,
+      maxTimeout: 300,
+      randomize: false,
+      retryBudget: { ratio, capacity },
+      fetch: (input, init) => {
+        attempts++;
+        return fetch(input, init);
+      },
+    });
+
+    const started = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: calls }, () =>
+        client(url, { method: 'POST', body: '{}' }).then(
+          () => ({ error: undefined as unknown, ms: performance.now() - started }),
+          (error: unknown) => ({ error, ms: performance.now() - started }),
+        ),
+      ),
+    );
+
+    expect(attempts).toBeLessThanOrEqual(calls * (1 + ratio) + capacity);
+    expect(attempts).toBeGreaterThan(calls); // the budget did allow some retries
+    const exhausted = results.filter((r) => r.error instanceof RetryBudgetExhaustedError);
+    const failed = results.filter((r) => r.error instanceof RequestFailedError);
+    expect(exhausted.length + failed.length).toBe(calls);
+    // At most capacity + calls × ratio tokens exist, so at least the other calls never retried.
+    const neverRetried = exhausted.filter((r) => (r.error as RetryBudgetExhaustedError).attempts === 1);
+    expect(neverRetried.length).toBeGreaterThanOrEqual(calls - (capacity + calls * ratio));
+    for (const { error, ms } of exhausted) {
+      const { attempts: n } = error as RetryBudgetExhaustedError;
+      expect(error).toMatchObject({ code: 'ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED', status: undefined });
+      expect((error as RetryBudgetExhaustedError).key).toMatch(/^[0-9a-f-]{36}$/);
+      expect(((error as Error).cause as Error).cause).toMatchObject({ code: 'ECONNREFUSED' });
+      // Fail fast: it slept the n - 1 pauses it was granted, not one more.
+      expect(ms).toBeLessThan(300 * n);
+    }
+  });
+
+  it('the default budget is on (about 10 %): 20 calls × 4 attempts would be 80; the budget allows at most 32', async () => {
+    const url = await deadUrl();
+    let attempts = 0;
+    const client = createIdempotentFetch({ minTimeout: 5, maxTimeout: 10, fetch: (input, init) => (attempts++, fetch(input, init)) });
+    const errors = await Promise.all(Array.from({ length: 20 }, () => client(url, { method: 'POST' }).catch((e: unknown) => e)));
+    expect(attempts).toBeLessThanOrEqual(20 * 1.1 + 10);
+    expect(errors.some((e) => e instanceof RetryBudgetExhaustedError)).toBe(true);
+  });
+
+  it('a budget instance is shared between clients', async () => {
+    const budget = createRetryBudget({ ratio: 0, capacity: 1 });
+    const server = await scriptedServer(() => ({ status: 503 }));
+    try {
+      const a = createIdempotentFetch({ minTimeout: 5, retries: 1, retryBudget: budget });
+      const b = createIdempotentFetch({ minTimeout: 5, retries: 1, retryBudget: budget });
+      expect((await a(server.url, { method: 'POST' })).idempotency.attempts).toBe(2);
+      const error = await b(server.url, { method: 'POST' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RetryBudgetExhaustedError);
+      expect(error).toMatchObject({ status: 503, attempts: 1 });
+      expect((error as RetryBudgetExhaustedError).response?.status).toBe(503);
+      expect(server.seen).toHaveLength(3);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,194 @@
+/** Which failures are retried and which are answers, against a scripted real HTTP server. */
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  AttemptTimeoutError,
+  HttpStatusError,
+  RequestFailedError,
+  createIdempotentFetch,
+} from '../../src/client/index.js';
+import type { RetryContext } from '../../src/client/index.js';
+import type { Action, ScriptedServer } from './servers.js';
+import { deadUrl, scriptedServer } from './servers.js';
+
+let server: ScriptedServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+const fast = { minTimeout: 5, maxTimeout: 20, retryBudget: false } as const;
+const ok: Action = { status: 201, body: '{"ok":true}' };
+const post = { method: 'POST', body: '{"amount":1}', headers: { 'content-type': 'application/json' } };
+
+/** A server that plays `actions` in order, then answers 201. */
+function sequence(...actions: Action[]): Promise<ScriptedServer> {
+  return scriptedServer((n) => actions[n] ?? ok);
+}
+
+describe('retried with the same key', () => {
+  it.each([500, 502, 503, 504, 429, 409])('%i → success', async (status) => {
+    server = await sequence({ status });
+    const response = await createIdempotentFetch(fast)(server.url, post);
+    expect(response.status).toBe(201);
+    expect(response.idempotency.attempts).toBe(2);
+    expect(server.seen).toHaveLength(2);
+    expect(server.seen[1]!.headers['idempotency-key']).toBe(server.seen[0]!.headers['idempotency-key']);
+  });
+
+  it('409 → replay: the response says it was replayed', async () => {
+    server = await sequence(
+      { status: 409, headers: { 'content-type': 'application/problem+json', 'retry-after': '0' } },
+      { status: 201, headers: { 'idempotent-replayed': 'true' } },
+    );
+    const response = await createIdempotentFetch(fast)(server.url, post);
+    expect(response.idempotency).toMatchObject({ attempts: 2, replayed: true });
+  });
+
+  it.each([
+    ['closed', 'drop', 'UND_ERR_SOCKET'],
+    ['reset', 'reset', 'ECONNRESET'],
+  ] as const)('a connection %s before the response is retried', async (_name, action, code) => {
+    server = await sequence(action);
+    const errors: unknown[] = [];
+    const response = await createIdempotentFetch({ ...fast, onRetry: (c) => void errors.push(c.error) })(server.url, post);
+    expect(response.status).toBe(201);
+    expect((errors[0] as Error).cause).toMatchObject({ code });
+  });
+
+  it('a connection cut after the headers, while the body is read, is retried', async () => {
+    server = await sequence('drop-mid-body');
+    const response = await createIdempotentFetch(fast)(server.url, post);
+    expect(await response.json()).toEqual({ ok: true });
+    expect(response.idempotency.attempts).toBe(2);
+  });
+
+  it('an attempt that exceeds attemptTimeout is abandoned and retried', async () => {
+    server = await sequence('hang');
+    const errors: unknown[] = [];
+    const client = createIdempotentFetch({ ...fast, attemptTimeout: 100, onRetry: (c) => void errors.push(c.error) });
+    const response = await client(server.url, post);
+    expect(response.status).toBe(201);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(AttemptTimeoutError);
+  });
+
+  it('a dead server: every attempt refused, then RequestFailedError with the key and the cause', async () => {
+    const url = await deadUrl();
+    const error = await createIdempotentFetch({ ...fast, retries: 2 })(url, post).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestFailedError);
+    expect(error).toMatchObject({ code: 'ERR_IDEMKIT_REQUEST_FAILED', attempts: 3 });
+    expect((error as RequestFailedError).key).toMatch(/^[0-9a-f-]{36}$/);
+    expect(((error as Error).cause as Error).cause).toMatchObject({ code: 'ECONNREFUSED' });
+  });
+
+  it('after `retries`, a still-failing status is returned as the response', async () => {
+    server = await scriptedServer(() => ({ status: 503 }));
+    const response = await createIdempotentFetch({ ...fast, retries: 2 })(server.url, post);
+    expect(response.status).toBe(503);
+    expect(response.idempotency.attempts).toBe(3);
+    expect(server.seen).toHaveLength(3);
+  });
+
+  it('maxRetryTime: no retry is scheduled past it', async () => {
+    server = await scriptedServer(() => ({ status: 503 }));
+    const client = createIdempotentFetch({ ...fast, retries: 10, minTimeout: 100, maxTimeout: 100, randomize: false, maxRetryTime: 250 });
+    const response = await client(server.url, post);
+    expect(response.status).toBe(503);
+    expect(server.seen.length).toBeLessThanOrEqual(3);
+    expect(server.seen.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('GET is retried (idempotent by definition) and carries no key', async () => {
+    server = await sequence({ status: 503 });
+    const response = await createIdempotentFetch(fast)(server.url);
+    expect(response.status).toBe(201);
+    expect(response.idempotency).toEqual({ key: undefined, attempts: 2, replayed: false });
+    expect(server.seen.map((s) => s.headers['idempotency-key'])).toEqual([undefined, undefined]);
+  });
+
+  it('a POST outside `methods` and without a key is never sent twice', async () => {
+    server = await sequence({ status: 503 });
+    const response = await createIdempotentFetch({ ...fast, methods: ['PATCH'] })(server.url, post);
+    expect(response.status).toBe(503);
+    expect(server.seen).toHaveLength(1);
+    expect(server.seen[0]!.headers['idempotency-key']).toBeUndefined();
+  });
+});
+
+describe('onRetry', () => {
+  it('is told the key, the attempt, what failed and the pause, before each retry', async () => {
+    server = await sequence({ status: 500 }, { status: 429, headers: { 'retry-after': '0' } });
+    const contexts: RetryContext[] = [];
+    const response = await createIdempotentFetch({ ...fast, retries: 4, onRetry: (c) => void contexts.push(c) })(server.url, post);
+    const key = response.idempotency.key;
+    expect(contexts).toEqual([
+      { key, method: 'POST', url: server.url + '/', attempt: 1, retriesLeft: 3, delay: expect.any(Number), status: 500 },
+      { key, method: 'POST', url: server.url + '/', attempt: 2, retriesLeft: 2, delay: expect.any(Number), status: 429, retryAfter: 0 },
+    ]);
+  });
+
+  it('a hook that throws stops the retries; the call rejects with its error', async () => {
+    server = await scriptedServer(() => ({ status: 503 }));
+    const stop = new Error('circuit open');
+    const error = await createIdempotentFetch({ ...fast, onRetry: () => Promise.reject(stop) })(server.url, post).catch((e: unknown) => e);
+    expect(error).toBe(stop);
+    expect(server.seen).toHaveLength(1);
+  });
+});
+
+describe('never retried: an answer about this request', () => {
+  it.each([400, 401, 403, 404, 422, 402, 410, 413])('%i resolves after exactly one request', async (status) => {
+    server = await sequence({ status });
+    const response = await createIdempotentFetch(fast)(server.url, post);
+    expect(response.status).toBe(status);
+    expect(response.idempotency.attempts).toBe(1);
+    expect(server.seen).toHaveLength(1);
+  });
+
+  it('422 with throwOnError: HttpStatusError with the status and the parsed problem', async () => {
+    const problem = {
+      type: 'https://idemkit.dev/problems/key-reused',
+      title: 'Idempotency-Key is already used',
+      status: 422,
+      detail: 'This key was already used with a different request payload; use a new key for a new operation.',
+    };
+    server = await sequence({ status: 422, headers: { 'content-type': 'application/problem+json' }, body: JSON.stringify(problem) });
+    const error = await createIdempotentFetch({ ...fast, throwOnError: true })(server.url, post).catch((e: unknown) => e);
+
+    expect(server.seen).toHaveLength(1);
+    expect(error).toBeInstanceOf(HttpStatusError);
+    const http = error as HttpStatusError;
+    expect(http).toMatchObject({ code: 'ERR_IDEMKIT_HTTP_STATUS', status: 422, problem, attempts: 1, replayed: false });
+    expect(http.key).toBe(server.seen[0]!.headers['idempotency-key']);
+    expect(http.message).toContain(problem.detail);
+    expect(await http.response.json()).toEqual(problem); // the body is still readable
+  });
+
+  it('throwOnError with a non-problem body: status set, problem undefined', async () => {
+    server = await sequence({ status: 404, body: 'not found' });
+    const error = await createIdempotentFetch({ ...fast, throwOnError: true })(server.url, post).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 404, problem: undefined });
+  });
+
+  it('throwOnError also applies to a retryable status that outlasted the retries', async () => {
+    server = await scriptedServer(() => ({ status: 503 }));
+    const error = await createIdempotentFetch({ ...fast, retries: 1, throwOnError: true })(server.url, post).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 503, attempts: 2 });
+  });
+
+  it('an error that is not a network failure is not retried (fetch refuses port 1 as a "bad port")', async () => {
+    let calls = 0;
+    const client = createIdempotentFetch({ ...fast, fetch: (input, init) => (calls++, fetch(input, init)) });
+    const error = await client('http://127.0.0.1:1/', post).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestFailedError);
+    expect(calls).toBe(1);
+  });
+
+  it('a malformed URL is refused before anything is sent, with fetch\'s TypeError', async () => {
+    let calls = 0;
+    const client = createIdempotentFetch({ ...fast, fetch: (input, init) => (calls++, fetch(input, init)) });
+    const error = await client('http://127.0.0.1:99999/', post).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(calls).toBe(0);
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * Real HTTP servers on 127.0.0.1 that inject faults for the client tests. Nothing is mocked: the
+ * client under test talks to these over TCP with Node's own fetch.
+ */
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { withIdempotency } from '../../src/http/web.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import type { MemoryStore } from '../../src/stores/memory.js';
+import type { TestApp } from '../http/harness.js';
+import { listenServer } from '../http/apps/listen.js';
+
+/** One request as the server received it. */
+export interface Seen {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingMessage['headers'];
+  readonly body: Buffer;
+  /** performance.now() when the request (with its body) had arrived. */
+  readonly at: number;
+  /** Date.now() at the same moment, to compare with an HTTP-date. */
+  readonly wall: number;
+}
+
+/** What the scripted server does with a request. */
+export type Action =
+  | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string }
+  /** Close the connection without answering. */
+  | 'drop'
+  /** Reset the connection (TCP RST): the client sees ECONNRESET. */
+  | 'reset'
+  /** Send the headers and part of the body, then close the connection. */
+  | 'drop-mid-body'
+  /** Never answer. */
+  | 'hang';
+
+export interface ScriptedServer extends TestApp {
+  readonly seen: Seen[];
+}
+
+/** A server that answers the n-th request (from 0) with `script(n, request)`. */
+export async function scriptedServer(script: (n: number, seen: Seen) => Action): Promise<ScriptedServer> {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    void receive(req).then((request) => {
+      seen.push(request);
+      act(script(seen.length - 1, request), req, res);
+    });
+  });
+  return { ...(await listenServer(server)), seen };
+}
+
+function act(action: Action, req: IncomingMessage, res: ServerResponse): void {
+  if (action === 'hang') return;
+  if (action === 'drop') return void req.socket.destroy();
+  if (action === 'reset') return void req.socket.resetAndDestroy();
+  if (action === 'drop-mid-body') {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+    res.write('{"partial":', () => setTimeout(() => req.socket.destroy(), 10));
+    return;
+  }
+  res.writeHead(action.status, { 'content-type': 'application/json', ...action.headers });
+  res.end(action.body ?? JSON.stringify({ status: action.status }));
+}
+
+async function receive(req: IncomingMessage): Promise<Seen> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), at: performance.now(), wall: Date.now() };
+}
+
+export interface IdempotentServer extends TestApp {
+  readonly seen: Seen[];
+  /** How many times the handler's effect ran. */
+  readonly effects: () => number;
+  readonly store: MemoryStore;
+}
+
+/**
+ * A node:http server running the foundation middleware (`withIdempotency` + memory store) in
+ * front of a handler with a counted effect. For the first `dropFirst` requests of each key, the
+ * middleware and handler run to completion and then the connection is destroyed before the
+ * response is written: the server executed the request, the client never heard back.
+ */
+export async function idempotentServer(options: {
+  dropFirst?: number;
+  handlerDelayMs?: number;
+  leaseMs?: number;
+  /** Makes the handler throw on its first run (a 500 the middleware stores and replays). */
+  throwFirst?: boolean;
+} = {}): Promise<IdempotentServer> {
+  const seen: Seen[] = [];
+  const perKey = new Map<string, number>();
+  let effects = 0;
+  const store = memoryStore({ sweepIntervalMs: 0 });
+  const handler = withIdempotency(async (request) => {
+    effects++;
+    if (options.throwFirst && effects === 1) throw new Error('boom');
+    if (options.handlerDelayMs) await new Promise((resolve) => setTimeout(resolve, options.handlerDelayMs));
+    return Response.json({ charge: effects, body: await request.text() }, { status: 201 });
+  }, { store, leaseMs: options.leaseMs ?? 30_000 });
+
+  const server = createServer((req, res) => {
+    void (async () => {
+      const request = await receive(req);
+      seen.push(request);
+      const key = String(request.headers['idempotency-key'] ?? '');
+      const n = (perKey.get(key) ?? 0) + 1;
+      perKey.set(key, n);
+      const response = await handler(toWebRequest(req, request));
+      const body = Buffer.from(await response.arrayBuffer());
+      if (n <= (options.dropFirst ?? 0)) return void req.socket.destroy();
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      res.end(body);
+    })();
+  });
+  return { ...(await listenServer(server)), seen, effects: () => effects, store };
+}
+
+function toWebRequest(req: IncomingMessage, seen: Seen): Request {
+  const headers = new Headers();
+  for (const [name, values] of Object.entries(req.headersDistinct)) for (const value of values ?? []) headers.append(name, value);
+  const hasBody = seen.method !== 'GET' && seen.method !== 'HEAD';
+  return new Request(`http://${req.headers.host}${seen.url}`, { method: seen.method, headers, body: hasBody ? new Uint8Array(seen.body) : null });
+}
+
+/** A URL on a loopback port nothing listens on: every connection is refused. */
+export async function deadUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
