@@ -14,7 +14,7 @@ app.use((req, res, next) => {
 
 app.post(
   '/charges',
-  idempotency({ store: storeFromUrl(), scope: (req) => req.res!.locals.tenant as string }),
+  idempotency({ store: await storeFromUrl(), scope: (req) => req.res!.locals.tenant as string }),
   express.json({ strict: false }),
   async (req, res) => {
     if (typeof req.body !== 'object' || req.body === null) {

@@ -20,7 +20,7 @@ app.addHook('onRequest', async (request, reply) => {
 // Accept any body, so that a non-JSON one reaches the handler's own validation.
 app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
-await app.register(idempotency, { store: storeFromUrl(), scope: (request) => request.tenant });
+await app.register(idempotency, { store: await storeFromUrl(), scope: (request) => request.tenant });
 
 app.post('/charges', async (request, reply) => {
   const fields = request.body;

@@ -12,7 +12,7 @@ app.use('*', async (c, next) => {
   c.set('tenant', tenant);
   await next();
 });
-app.use('/charges', idempotency({ store: storeFromUrl(), scope: (c) => c.get('tenant') as string }));
+app.use('/charges', idempotency({ store: await storeFromUrl(), scope: (c) => c.get('tenant') as string }));
 
 app.post('/charges', async (c) => {
   const fields = await c.req.json().catch(() => undefined);

@@ -1,17 +1,41 @@
-// Picks the store named by STORE_URL: `sqlite:/path/file.db` (default: a temp file) or `memory:`.
+// Picks the store named by STORE_URL:
+//   sqlite:/path/file.db (default: a temp file) · memory: · postgres://… · redis://… · mysql://…
+// Drivers are loaded only for the store asked for, so the SQLite quickstart needs no server driver.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import type { IdempotencyStore } from 'idemkit';
-import { memoryStore } from 'idemkit/stores/memory';
-import { sqliteStore } from 'idemkit/stores/sqlite';
 
-export function storeFromUrl(url = process.env.STORE_URL): IdempotencyStore {
-  if (!url) return sqliteStore({ database: new Database(join(mkdtempSync(join(tmpdir(), 'idemkit-')), 'idempotency.db')) });
-  if (url === 'memory:') return memoryStore();
-  if (url.startsWith('sqlite:')) return sqliteStore({ database: new Database(url.slice('sqlite:'.length)) });
-  throw new Error(`STORE_URL: unsupported store "${url}" (use sqlite:/path/file.db or memory:)`);
+export async function storeFromUrl(url = process.env.STORE_URL): Promise<IdempotencyStore> {
+  if (!url || url.startsWith('sqlite:')) {
+    const { default: Database } = await import('better-sqlite3');
+    const { sqliteStore } = await import('idemkit/stores/sqlite');
+    const file = url ? url.slice('sqlite:'.length) : join(mkdtempSync(join(tmpdir(), 'idemkit-')), 'idempotency.db');
+    return sqliteStore({ database: new Database(file) });
+  }
+  if (url === 'memory:') return (await import('idemkit/stores/memory')).memoryStore();
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    const { default: pg } = await import('pg');
+    const { postgresStore } = await import('idemkit/stores/postgres');
+    const pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    pool.on('error', (error) => console.error('postgres: idle connection lost', error.message)); // pg would crash otherwise
+    const store = postgresStore({ pool });
+    await store.migrate();
+    return store;
+  }
+  if (/^rediss?:\/\//.test(url)) {
+    const { Redis } = await import('ioredis');
+    const { redisStore } = await import('idemkit/stores/redis');
+    return redisStore({ client: new Redis(url) });
+  }
+  if (/^(mysql|mariadb):\/\//.test(url)) {
+    const mysql = await import('mysql2/promise');
+    const { mysqlStore } = await import('idemkit/stores/mysql');
+    const store = mysqlStore({ pool: mysql.createPool(url.replace(/^mariadb:/, 'mysql:')) });
+    await store.migrate();
+    return store;
+  }
+  throw new Error(`STORE_URL: unsupported store "${url}" (sqlite:/path/file.db, memory:, postgres://, redis://, mysql://)`);
 }
 
 /** Demo authentication: the bearer token is the tenant. Never do this in production. */

@@ -14,7 +14,7 @@ const charges = withIdempotency(
     await delay();
     return Response.json({ id: randomUUID(), ...fields }, { status: 201 });
   },
-  { store: storeFromUrl(), scope: (request) => tenantOf(request.headers.get('authorization')) ?? '' },
+  { store: await storeFromUrl(), scope: (request) => tenantOf(request.headers.get('authorization')) ?? '' },
 );
 
 const server = serve({ port, hostname: '127.0.0.1', fetch: (request) => {

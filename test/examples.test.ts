@@ -9,6 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from './support/services.js';
+import { MARIADB, POSTGRES, REDIS, requireService } from './support/services.js';
 
 const root = join(import.meta.dirname, '..');
 const examples = ['web', 'hono', 'express', 'fastify'];
@@ -40,14 +42,19 @@ const post = (url: string, key: string | undefined, body: unknown, token = 'alic
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 
-describe.each(examples.flatMap((name) => [
-  [name, 'sqlite'],
-  [name, 'memory'],
-]))('example %s with the %s store', (name, storeKind) => {
+const serverStores: Array<[string, string, Service]> = [
+  ['postgres', 'postgres://postgres@127.0.0.1:5432/test', POSTGRES],
+  ['redis', 'redis://127.0.0.1:6379/0', REDIS],
+  ['mysql', 'mysql://root@127.0.0.1:3306/test', MARIADB],
+];
+const storeUrls: Record<string, string> = { memory: 'memory:' };
+for (const [kind, url, service] of serverStores) if (await requireService(service)) storeUrls[kind] = url;
+
+describe.each(examples.flatMap((name) => ['sqlite', ...Object.keys(storeUrls)].map((kind) => [name, kind])))('example %s with the %s store', (name, storeKind) => {
   let url: string;
   let child: ChildProcess;
   beforeAll(async () => {
-    const STORE_URL = storeKind === 'memory' ? 'memory:' : `sqlite:${join(dir, `${name}.db`)}`;
+    const STORE_URL = storeUrls[storeKind] ?? `sqlite:${join(dir, `${name}.db`)}`;
     ({ url, child } = await startExample(name, { STORE_URL, DELAY_MS: '400' }));
   }, 30_000);
   afterAll(() => {

@@ -93,6 +93,10 @@ export class IdempotencyEngine<Req = unknown> {
           options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs }),
           options.storeTimeoutMs,
           'claim',
+          // The client already got its 503: a claim that lands later must not block its retry for a lease.
+          (late) => {
+            if (late.kind === 'acquired') options.store.release(ref, late.token).catch(options.onError);
+          },
         );
       } catch (error) {
         return this.storeDown(error);
@@ -226,13 +230,16 @@ export class Execution {
       await withTimeout(store.complete(this.ref, this.token, fitted), this.options.storeTimeoutMs, 'complete').catch(onError);
       return undefined;
     }
+    const limit = this.options.storeTimeoutMs;
     try {
       if (this.leaseLost) throw new LeaseLostError();
-      await tx.complete(this.ref, this.token, fitted);
-      await tx.commit();
+      await withTimeout(tx.complete(this.ref, this.token, fitted), limit, 'complete');
+      // A commit that times out may still land: the 503 then means "unknown, retry with the same
+      // key", and the retry replays or, after the lease, takes over a record that never completed.
+      await withTimeout(tx.commit(), limit, 'commit');
       return undefined;
     } catch (error) {
-      await tx.rollback().catch(() => {});
+      await withTimeout(tx.rollback(), limit, 'rollback').catch(() => {});
       onError(error);
       if (error instanceof LeaseLostError) return new LeaseLostHttpError(error);
       await this.releaseQuietly();

@@ -45,6 +45,20 @@ export class StoreUnavailableError extends IdemkitError {
   }
 }
 
+/** A stored record could not be read back (a corrupt row or hash); the message names the record. */
+export class CorruptRecordError extends IdemkitError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_IDEMKIT_CORRUPT_RECORD', message, options);
+  }
+}
+
+/** A write was attempted through a store transaction that had already committed or rolled back. */
+export class TransactionEndedError extends IdemkitError {
+  constructor(message: string) {
+    super('ERR_IDEMKIT_TRANSACTION_ENDED', message);
+  }
+}
+
 /** An error that maps to an HTTP answer with a problem+json body. */
 export class IdempotencyHttpError extends IdemkitError {
   readonly status: number;

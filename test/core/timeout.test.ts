@@ -27,3 +27,33 @@ describe('storeTimeoutMs', () => {
     expect(executions).toBe(0);
   });
 });
+
+describe('a claim that answers after storeTimeoutMs', () => {
+  it('is released, so the retry is not blocked for a lease', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    let slow = true;
+    const lagging = Object.assign(Object.create(store) as IdempotencyStore, {
+      claim: async (...args: Parameters<IdempotencyStore['claim']>) => {
+        if (slow) await new Promise((r) => setTimeout(r, 150));
+        return store.claim(...args);
+      },
+    });
+    let executions = 0;
+    const handle = withIdempotency(
+      async () => {
+        executions++;
+        return new Response('ran', { status: 201 });
+      },
+      { store: lagging, storeTimeoutMs: 50 },
+    );
+    const request = () => new Request('http://local/x', { method: 'POST', headers: { 'idempotency-key': 'late' }, body: '{}' });
+    expect((await handle(request())).status).toBe(503);
+    // Wait until the late claim has landed and been released: a fact read from the store.
+    for (let i = 0; i < 100 && (await store.get({ scope: '', key: 'late' })) === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 100 && (await store.get({ scope: '', key: 'late' })) !== undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    slow = false;
+    const retry = await handle(request());
+    expect(retry.status).toBe(201);
+    expect(executions).toBe(1);
+  });
+});

@@ -6,9 +6,11 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import { openBackend } from './backends.js';
+import { MARIADB, POSTGRES, REDIS, requireService } from '../support/services.js';
+import type { BackendOptions, ProofBackend } from './backends.js';
+import { MYSQL_URL, POSTGRES_URL, REDIS_URL, openBackend } from './backends.js';
 import { killAll, startServer, work } from './spawn.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-crash-'));
@@ -19,6 +21,10 @@ afterAll(() => {
 
 const LEASE_MS = 2000;
 const transactional: Array<[string, string]> = [['sqlite', `sqlite:${join(dir, 'crash.db')}`]];
+if (await requireService(POSTGRES)) transactional.push(['postgres', POSTGRES_URL]);
+if (await requireService(MARIADB)) transactional.push(['mysql', MYSQL_URL]);
+const redisUp = await requireService(REDIS);
+const ordersFile = join(dir, 'orders.db');
 
 /** Waits until the dead owner's lease has run out on the store's clock: a fact, read from the store. */
 async function leaseExpired(store: IdempotencyStore, key: string): Promise<void> {
@@ -33,9 +39,16 @@ describe.each(transactional)('crashes in transactional mode on %s', (_label, url
   describe.each(['fastify', 'express'])('through %s', (framework) => {
     const name = `crash_${framework}_${randomUUID().slice(0, 8)}`;
     const env = { FRAMEWORK: framework, STORE_URL: url, NAME: name, TRANSACTIONAL: '1', LEASE_MS: String(LEASE_MS) };
+    let backend: ProofBackend;
+    beforeAll(async () => {
+      backend = await openBackend(url, name);
+    });
+    afterAll(async () => {
+      await backend.drop();
+      await backend.close();
+    });
 
     it('killed after the business INSERT, before COMMIT: after the lease a retry runs once', async () => {
-      const backend = await openBackend(url, name);
       const key = randomUUID();
       const doomed = await startServer(env);
       await expect(work(doomed.url, key, { 'x-crash': 'after-insert' })).rejects.toThrow();
@@ -57,11 +70,9 @@ describe.each(transactional)('crashes in transactional mode on %s', (_label, url
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
       expect(await backend.countOrders(key)).toBe(1);
       restarted.kill();
-      await backend.close();
     }, 60_000);
 
     it('killed after COMMIT, before the response was sent: the retry replays', async () => {
-      const backend = await openBackend(url, name);
       const key = randomUUID();
       const doomed = await startServer(env);
       await expect(work(doomed.url, key, { 'x-crash': 'before-response' })).rejects.toThrow();
@@ -75,7 +86,42 @@ describe.each(transactional)('crashes in transactional mode on %s', (_label, url
       expect((await retry.json()).key).toBe(key);
       expect(await backend.countOrders(key)).toBe(1);
       restarted.kill();
-      await backend.close();
     }, 60_000);
   });
+});
+
+/**
+ * Redis has no shared transaction: a process that dies between the business write and the
+ * completion leaves an effect the record does not know about, and the retry after the lease runs
+ * again. The documented data-layer guard (a unique key on the business row, written insert-once)
+ * is what keeps that second run from becoming a second effect.
+ */
+describe.skipIf(!redisUp)('a crash between the business write and completion on Redis (not transactional)', () => {
+  it.each<[string, BackendOptions, number]>([
+    ['without a guard, the effect repeats', {}, 2],
+    ['with a unique key on the business row, it does not', { uniqueOrders: true }, 1],
+  ])('%s', async (_label, options, expected) => {
+    const name = `redis_${randomUUID().slice(0, 8)}`;
+    const backend = await openBackend(REDIS_URL, name, { ...options, ordersFile });
+    const env = {
+      FRAMEWORK: 'fastify',
+      STORE_URL: REDIS_URL,
+      NAME: name,
+      LEASE_MS: String(LEASE_MS),
+      ORDERS_FILE: ordersFile,
+      UNIQUE_ORDERS: options.uniqueOrders ? '1' : '0',
+    };
+    const key = randomUUID();
+    const doomed = await startServer(env);
+    await expect(work(doomed.url, key, { 'x-crash': 'after-insert' })).rejects.toThrow();
+    expect(await doomed.exited).toBe('SIGKILL');
+    expect(await backend.countOrders(key)).toBe(1);
+    const restarted = await startServer(env);
+    await leaseExpired(backend.store, key);
+    expect((await work(restarted.url, key)).status).toBe(201);
+    expect(await backend.countOrders(key)).toBe(expected);
+    restarted.kill();
+    await backend.drop();
+    await backend.close();
+  }, 60_000);
 });

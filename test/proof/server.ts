@@ -1,7 +1,7 @@
 /**
  * A server process for the cross-process and crash proofs. Environment:
  * FRAMEWORK=fastify|express, STORE_URL, NAME (table suffix), TRANSACTIONAL=1, LEASE_MS,
- * UNIQUE_ORDERS=1. `POST /work` inserts one order (inside the transaction in transactional mode).
+ * UNIQUE_ORDERS=1, ORDERS_FILE (the SQLite file of the orders, for Redis). `POST /work` inserts one order (inside the transaction in transactional mode).
  * The `x-crash` header kills the process with SIGKILL: `after-insert` right after the business
  * write (before commit or completion), `before-response` after the record is written, when the
  * response is about to leave.
@@ -14,7 +14,7 @@ import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
 import { openBackend } from './backends.js';
 
 const env = process.env;
-const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1' });
+const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1', ordersFile: env.ORDERS_FILE });
 const options = {
   store: backend.store,
   transactional: env.TRANSACTIONAL === '1',

@@ -1,0 +1,330 @@
+import { CorruptRecordError, IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import type {
+  Claim,
+  ClaimOptions,
+  IdempotencyRecord,
+  RecordRef,
+  StoreTransaction,
+  StoredResponse,
+  TransactionalStore,
+} from '../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
+import { newOwnerToken } from '../core/token.js';
+import { integerOption } from '../core/validate.js';
+import type { MysqlConnection, MysqlPool, MysqlValue } from './mysql-connections.js';
+import { Connections, errno } from './mysql-connections.js';
+import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
+
+export type { MysqlConnection, MysqlPool, MysqlValue } from './mysql-connections.js';
+export { mysqlSchema } from './mysql-sql.js';
+
+export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
+  /** A mysql2/promise pool, created by the caller (set `connectTimeout` on it). Required. */
+  readonly pool: P;
+  /**
+   * Table for the records: a plain identifier. Create it with `migrate()` or `sql/mysql.sql`.
+   * @default 'idempotency_records'
+   */
+  readonly table?: string;
+  /** @default 1_048_576 */
+  readonly maxResponseBytes?: number;
+  /**
+   * How long one statement (or the wait for a pooled connection) may take, in ms. A connection
+   * that does not answer in time is destroyed rather than returned to the pool, so a frozen
+   * network path cannot hold the pool's connections forever.
+   * @default 10_000
+   */
+  readonly statementTimeoutMs?: number;
+}
+
+type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
+
+/** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
+export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn> {
+  /** Creates the table and its expiry index if missing. Idempotent, and safe to run concurrently. */
+  migrate(): Promise<void>;
+}
+
+// A lost race (duplicate insert, changed revision) costs one more round; a claim that keeps
+// losing for this many rounds reports the store as unavailable instead of spinning.
+const CLAIM_ROUNDS = 5;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// No statement can carry more than the server's max_allowed_packet, which is at most 1 GiB.
+const MAX_PACKET = 1024 * 1024 * 1024;
+// setTimeout fires at once for longer delays.
+const MAX_TIMER_MS = 2_147_483_647;
+const ER_DUP_ENTRY = 1062;
+
+/**
+ * The store on MySQL 5.7+/8 or MariaDB 10.3+ through a mysql2/promise pool. Leases and windows
+ * are decided on the server's clock. A replay costs one read; a new key a read and an insert.
+ */
+export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): MysqlStore<ConnectionOf<P>> {
+  const pool = options?.pool;
+  if (!pool || typeof pool.getConnection !== 'function') {
+    throw new InvalidOptionError('pool', 'expected a mysql2/promise Pool (createPool)');
+  }
+  const table = options.table ?? 'idempotency_records';
+  checkTable(table);
+  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
+  if (maxResponseBytes > MAX_PACKET) throw new InvalidOptionError('maxResponseBytes', `expected at most ${MAX_PACKET} (the largest max_allowed_packet)`);
+  const timeoutMs = integerOption('statementTimeoutMs', options.statementTimeoutMs, 10_000, 1);
+  if (timeoutMs > MAX_TIMER_MS) throw new InvalidOptionError('statementTimeoutMs', `expected at most ${MAX_TIMER_MS} ms`);
+  const sql = statements(table);
+  const db = new Connections(pool, timeoutMs);
+
+  async function read(ref: RecordRef, id: Buffer[]): Promise<Row | undefined> {
+    const { result } = await db.run('read', sql.read, id);
+    const rows = result as Array<Record<string, unknown>>;
+    return rows.length === 0 ? undefined : parseRow(ref, table, rows[0]!);
+  }
+
+  /** True when the conditional write won; false when another claim got there first. */
+  async function write(what: string, statement: string, values: MysqlValue[]): Promise<boolean> {
+    try {
+      return affectedRows((await db.run(what, statement, values)).result) === 1;
+    } catch (error) {
+      if (errno(error) === ER_DUP_ENTRY) return false;
+      throw error;
+    }
+  }
+
+  async function claim(ref: RecordRef, fp: string, o: ClaimOptions): Promise<Claim> {
+    const id = refParams(ref);
+    const fpBytes = bounded('fingerprint', fp, MAX_FINGERPRINT_BYTES);
+    const token = newOwnerToken();
+    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+      const row = await read(ref, id);
+      // Our write landed although its answer was lost with the connection: it is ours.
+      if (row?.token === token) return acquired(ref, table, token, row);
+      if (!row) {
+        if (await write('claim', sql.insert, [...id, fpBytes, token, o.leaseMs, o.windowMs])) {
+          return { kind: 'acquired', token, takeover: false };
+        }
+      } else if (row.expired) {
+        if (await write('claim', sql.replace, [fpBytes, token, o.leaseMs, o.windowMs, ...id, row.revision])) {
+          return { kind: 'acquired', token, takeover: false };
+        }
+      } else if (row.fingerprint !== fp) {
+        return { kind: 'mismatch' };
+      } else if (row.state === 'completed') {
+        return { kind: 'completed', response: parseResponse(ref, table, row.raw) };
+      } else if (row.leaseUntil > row.now) {
+        return { kind: 'in_flight', retryAfterMs: row.leaseUntil - row.now };
+      } else if (await write('claim', sql.takeover, [token, o.leaseMs, ...id, row.revision, fpBytes])) {
+        // The revision matched, so the record is exactly the one read: its recovery point is current.
+        return acquired(ref, table, token, { ...row, attempt: row.attempt + 1 });
+      }
+    }
+    throw new StoreUnavailableError(`mysql store: claim kept racing with other writers for ${CLAIM_ROUNDS} rounds`);
+  }
+
+  /**
+   * A fenced statement outside a transaction. When the first try's connection died mid-statement
+   * and the retry matches nothing, `applied` tells whether the first try had in fact landed.
+   */
+  async function fenced(what: string, statement: string, values: MysqlValue[], applied?: () => Promise<boolean>) {
+    const { result, ambiguous } = await db.run(what, statement, values);
+    if (affectedRows(result) === 1) return;
+    if (ambiguous && applied && (await applied())) return;
+    throw new LeaseLostError();
+  }
+
+  const completeParams = (response: StoredResponse): MysqlValue[] => {
+    const fitted = fitResponse(response, maxResponseBytes);
+    const body = fitted.body === null ? null : Buffer.from(fitted.body.buffer, fitted.body.byteOffset, fitted.body.byteLength);
+    return [fitted.status, JSON.stringify(fitted.headers), body, fitted.bodyOmitted ? 1 : 0];
+  };
+  const checkpointParams = (point: string, data: unknown): MysqlValue[] => [point, data === undefined ? null : JSON.stringify(data)];
+
+  return {
+    name: 'mysql',
+    maxResponseBytes,
+    async migrate() {
+      await db.run('migrate', mysqlSchema(table), [], 'query');
+    },
+    claim,
+    async renew(ref, token, leaseMs) {
+      const { result } = await db.run('renew', sql.renew, [leaseMs, ...refParams(ref), token]);
+      return affectedRows(result) === 1;
+    },
+    async checkpoint(ref, token, point, data) {
+      await fenced('checkpoint', sql.checkpoint, [...checkpointParams(point, data), ...refParams(ref), token]);
+    },
+    async complete(ref, token, response) {
+      const id = refParams(ref);
+      await fenced('complete', sql.complete, [...completeParams(response), ...id, token], async () => {
+        const row = await read(ref, id);
+        return row?.state === 'completed' && row.token === token;
+      });
+    },
+    async release(ref, token) {
+      const id = refParams(ref);
+      await fenced('release', sql.release, [...id, token], async () => (await read(ref, id)) === undefined);
+    },
+    async get(ref) {
+      const row = await read(ref, refParams(ref));
+      return row && toRecord(ref, table, row);
+    },
+    async reap(limit = 1000) {
+      const n = integerOption('limit', limit, 1000, 1);
+      return affectedRows((await db.run('reap', sql.reap(n), [])).result);
+    },
+    async beginTransaction(): Promise<StoreTransaction<ConnectionOf<P>>> {
+      const tx = await db.begin();
+      const inTx = async (what: string, statement: string, values: MysqlValue[]) => {
+        if (affectedRows(await tx.execute(what, statement, values)) !== 1) throw new LeaseLostError();
+      };
+      return {
+        tx: tx.connection as ConnectionOf<P>,
+        complete: (ref, token, response) => inTx('complete', sql.complete, [...completeParams(response), ...refParams(ref), token]),
+        checkpoint: (ref, token, point, data) => inTx('checkpoint', sql.checkpoint, [...checkpointParams(point, data), ...refParams(ref), token]),
+        commit: () => tx.end('commit'),
+        rollback: () => tx.end('rollback'),
+      };
+    },
+  };
+}
+
+// ---- rows ------------------------------------------------------------------------------------
+
+interface Row {
+  /** The server's clock when the row was read. */
+  readonly now: number;
+  readonly state: 'in_flight' | 'completed';
+  readonly fingerprint: string;
+  readonly token: string;
+  readonly revision: number;
+  readonly attempt: number;
+  readonly leaseUntil: number;
+  readonly expiresAt: number;
+  readonly expired: boolean;
+  readonly raw: Record<string, unknown>;
+}
+
+/** Scope and key as exact UTF-8 bytes: no connection charset can convert them. */
+function refParams(ref: RecordRef): Buffer[] {
+  return [bounded('scope', ref.scope, MAX_SCOPE_BYTES), bounded('key', ref.key, MAX_KEY_BYTES)];
+}
+
+function bounded(name: string, value: string, maxBytes: number): Buffer {
+  // A lone surrogate would be encoded as U+FFFD, so two different strings could share one record.
+  if (typeof value !== 'string' || LONE_SURROGATE.test(value)) {
+    throw new IdemkitError('ERR_IDEMKIT_INVALID_REF', `mysql store: the ${name} must be a well-formed string`);
+  }
+  const bytes = Buffer.from(value, 'utf8');
+  if (bytes.byteLength > maxBytes) {
+    throw new IdemkitError('ERR_IDEMKIT_INVALID_REF', `mysql store: the ${name} is ${bytes.byteLength} bytes; at most ${maxBytes} fit`);
+  }
+  return bytes;
+}
+
+function corrupt(ref: RecordRef, table: string, detail: string, cause?: unknown): CorruptRecordError {
+  return new CorruptRecordError(
+    `mysql store: the record for scope ${JSON.stringify(ref.scope)}, key ${JSON.stringify(ref.key)} in table \`${table}\` is corrupt: ${detail}`,
+    { cause },
+  );
+}
+
+function parseRow(ref: RecordRef, table: string, raw: Record<string, unknown>): Row {
+  const int = (column: string) => {
+    const value = raw[column];
+    const n = typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string' ? Number(value) : NaN;
+    if (!Number.isSafeInteger(n)) throw corrupt(ref, table, `${column} is not an integer`);
+    return n;
+  };
+  const required = (column: string) => {
+    const value = text(raw[column]);
+    if (value === undefined) throw corrupt(ref, table, `${column} is missing`);
+    return value;
+  };
+  const state = raw.state;
+  if (state !== 'in_flight' && state !== 'completed') throw corrupt(ref, table, `unknown state ${JSON.stringify(state)}`);
+  const now = int('now_ms');
+  const leaseUntil = int('lease_until');
+  const expiresAt = int('expires_at');
+  return {
+    now,
+    state,
+    fingerprint: required('fingerprint'),
+    token: required('token'),
+    revision: int('revision'),
+    attempt: int('attempt'),
+    leaseUntil,
+    expiresAt,
+    expired: expiresAt <= now && (state === 'completed' || leaseUntil <= now),
+    raw,
+  };
+}
+
+function text(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return undefined;
+}
+
+function parseJson(ref: RecordRef, table: string, column: string, value: unknown): unknown {
+  const source = text(value);
+  if (source === undefined) throw corrupt(ref, table, `${column} is not text`);
+  try {
+    return JSON.parse(source);
+  } catch (error) {
+    throw corrupt(ref, table, `${column} is not valid JSON`, error);
+  }
+}
+
+function parseResponse(ref: RecordRef, table: string, raw: Record<string, unknown>): StoredResponse {
+  const status = Number(raw.status);
+  if (raw.status === null || !Number.isInteger(status) || status < 100 || status > 999) {
+    throw corrupt(ref, table, `status ${String(raw.status)} is not an HTTP status`);
+  }
+  const headers = parseJson(ref, table, 'headers', raw.headers);
+  const wellFormed =
+    Array.isArray(headers) &&
+    headers.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === 'string' && typeof h[1] === 'string');
+  if (!wellFormed) throw corrupt(ref, table, 'headers is not a list of [name, value] pairs');
+  const omitted = Number(raw.body_omitted) === 1;
+  if (!omitted && !Buffer.isBuffer(raw.body)) throw corrupt(ref, table, 'the body is missing');
+  return {
+    status,
+    headers: headers as Array<[string, string]>,
+    // A copy: the driver's buffer may be a slice of a larger packet.
+    body: omitted ? null : new Uint8Array(raw.body as Buffer),
+    bodyOmitted: omitted,
+  };
+}
+
+function recovery(ref: RecordRef, table: string, row: Row): { resumeFrom?: string; recoveryData?: unknown } {
+  const point = row.raw.recovery_point;
+  const data = row.raw.recovery_data;
+  return {
+    resumeFrom: point === null ? undefined : text(point),
+    recoveryData: data === null ? undefined : parseJson(ref, table, 'recovery_data', data),
+  };
+}
+
+function acquired(ref: RecordRef, table: string, token: string, row: Row): Claim {
+  return { kind: 'acquired', token, takeover: row.attempt > 1, ...recovery(ref, table, row) };
+}
+
+function toRecord(ref: RecordRef, table: string, row: Row): IdempotencyRecord {
+  const { resumeFrom, recoveryData } = recovery(ref, table, row);
+  return {
+    scope: ref.scope,
+    key: ref.key,
+    state: row.state,
+    fingerprint: row.fingerprint,
+    leaseUntil: row.leaseUntil,
+    expiresAt: row.expiresAt,
+    recoveryPoint: resumeFrom,
+    recoveryData,
+    response: row.state === 'completed' ? parseResponse(ref, table, row.raw) : undefined,
+  };
+}
+
+function affectedRows(result: unknown): number {
+  const n = (result as { affectedRows?: unknown } | null)?.affectedRows;
+  if (typeof n !== 'number') throw new StoreUnavailableError('mysql store: the driver answered without affectedRows');
+  return n;
+}
+

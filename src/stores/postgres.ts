@@ -1,0 +1,361 @@
+import { CorruptRecordError, InvalidOptionError, TransactionEndedError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import type {
+  Claim,
+  ClaimOptions,
+  IdempotencyRecord,
+  RecordRef,
+  StoreTransaction,
+  StoredResponse,
+  TransactionalStore,
+} from '../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
+import { newOwnerToken } from '../core/token.js';
+import { integerOption } from '../core/validate.js';
+import { postgresStatements, resolveNames } from './postgres-sql.js';
+
+export { postgresSchemaSql } from './postgres-sql.js';
+
+/** What a query answers; node-postgres' `QueryResult` fits. */
+export interface PostgresQueryResult {
+  readonly rows: readonly unknown[];
+  readonly rowCount: number | null;
+  /** The command tag; a COMMIT of a failed transaction answers `ROLLBACK`. */
+  readonly command?: string;
+}
+
+/** The part of a checked-out node-postgres client the store uses (a `pg.PoolClient` fits). */
+export interface PostgresClient {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  /** Returns the client to its pool; with an error, the pool discards it instead. */
+  release(error?: Error | boolean): void;
+  /**
+   * A pg client emits 'error' when its connection dies; with no listener that would crash the
+   * process, so the store listens while it holds the client.
+   */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** The part of a node-postgres `Pool` the store uses (declared here, so the driver stays the user's). */
+export interface PostgresPool<Client extends PostgresClient = PostgresClient> {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  connect(): Promise<Client>;
+}
+
+/**
+ * The client type a pool hands out, so `tx` keeps the driver's API (`pg.PoolClient` for a
+ * `pg.Pool`). TypeScript infers only from the last overload, which for `pg.Pool#connect` is the
+ * callback form; a pool with the single promise form is read from that.
+ */
+export type PoolClientOf<Pool> = [ClientFromCallback<Pool>] extends [never] ? ClientFromPromise<Pool> : ClientFromCallback<Pool>;
+type ClientFromCallback<Pool> = Pool extends { connect(callback: (error: never, client: infer C, ...rest: never[]) => void): void }
+  ? Extract<C, PostgresClient>
+  : never;
+type ClientFromPromise<Pool> = Pool extends { connect(): Promise<infer C extends PostgresClient> } ? C : PostgresClient;
+
+export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> {
+  /** A node-postgres Pool, created by the caller. Required. */
+  readonly pool: Pool;
+  /**
+   * Table of the records: a plain lower-case identifier of at most 52 characters. The claim
+   * function is `<table>_claim`, the expiry index `<table>_expires_at`.
+   * @default 'idempotency_records'
+   */
+  readonly table?: string;
+  /** Schema of the table and the claim function: a plain lower-case identifier. @default 'public' */
+  readonly schema?: string;
+  /** Larger response bodies are not stored (the record marks them omitted); at most 512 MiB. @default 1_048_576 */
+  readonly maxResponseBytes?: number;
+}
+
+/** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
+export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client> {
+  /**
+   * Creates the table, its expiry index and the claim function if missing (the text of
+   * `sql/postgres.sql` for the default names). Idempotent; safe from several processes at once.
+   */
+  migrate(): Promise<void>;
+}
+
+interface ClaimRow {
+  outcome: unknown;
+  retry_after_ms: unknown;
+  attempt: unknown;
+  recovery_point: unknown;
+  recovery_data: unknown;
+  status: unknown;
+  headers: unknown;
+  body: unknown;
+  body_omitted: unknown;
+}
+
+interface RecordRow extends ClaimRow {
+  state: unknown;
+  fingerprint: unknown;
+  lease_until: unknown;
+  expires_at: unknown;
+}
+
+const MAX_RESPONSE_BYTES = 512 * 1024 * 1024;
+
+/**
+ * The store on PostgreSQL through a node-postgres Pool. Each operation is one statement and one
+ * round trip; claims decide on the server's clock, so app instances with skewed clocks agree.
+ */
+export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreOptions<Pool>): PostgresStore<PoolClientOf<Pool>> {
+  type Client = PoolClientOf<Pool>;
+  const pool = options?.pool;
+  if (!pool || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
+    throw new InvalidOptionError('pool', 'expected a node-postgres Pool (with query and connect)');
+  }
+  const names = resolveNames(options);
+  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
+  // A bytea value and a protocol message are limited to 1 GB: a larger limit could never be honoured.
+  if (maxResponseBytes > MAX_RESPONSE_BYTES) throw new InvalidOptionError('maxResponseBytes', `expected at most ${MAX_RESPONSE_BYTES} (512 MiB)`);
+  const sql = postgresStatements(names);
+  const where = `"${names.schema}"."${names.table}"`;
+
+  /** Runs one statement; a driver error becomes StoreUnavailableError naming the operation. */
+  async function run(db: Pick<PostgresClient, 'query'>, operation: string, text: string, values?: unknown[]) {
+    try {
+      return await db.query(text, values);
+    } catch (error) {
+      throw unavailable(operation, where, error);
+    }
+  }
+  async function fenced(db: Pick<PostgresClient, 'query'>, operation: string, text: string, values: unknown[]) {
+    const result = await run(db, operation, text, values);
+    if (result.rowCount !== 1) throw new LeaseLostError();
+  }
+  const completeValues = (ref: RecordRef, token: string, response: StoredResponse) => {
+    const fitted = fitResponse(response, maxResponseBytes);
+    const body = fitted.body && Buffer.from(fitted.body.buffer, fitted.body.byteOffset, fitted.body.byteLength);
+    return [ref.scope, ref.key, token, fitted.status, JSON.stringify(fitted.headers), body, fitted.bodyOmitted];
+  };
+  const checkpointValues = (ref: RecordRef, token: string, point: string, data: unknown) => [
+    ref.scope,
+    ref.key,
+    token,
+    point,
+    data === undefined ? null : JSON.stringify(data),
+  ];
+  const complete = (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, response: StoredResponse) =>
+    fenced(db, 'complete', sql.complete, completeValues(ref, token, response));
+  const checkpoint = (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, point: string, data: unknown) =>
+    fenced(db, 'checkpoint', sql.checkpoint, checkpointValues(ref, token, point, data));
+
+  return {
+    name: 'postgres',
+    maxResponseBytes,
+    async migrate() {
+      // One simple-protocol message: PostgreSQL runs its statements as one implicit transaction,
+      // which holds the advisory lock to the end and rolls everything back on an error.
+      await run(pool, 'migrate', sql.migrate);
+    },
+    async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+      const token = newOwnerToken();
+      const { rows } = await run(pool, 'claim', sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]);
+      return toClaim(new RowReader(ref, where, rows[0] as ClaimRow | undefined), token);
+    },
+    async renew(ref, token, leaseMs) {
+      const result = await run(pool, 'renew', sql.renew, [ref.scope, ref.key, token, leaseMs]);
+      return result.rowCount === 1;
+    },
+    checkpoint: (ref, token, point, data) => checkpoint(pool, ref, token, point, data),
+    complete: (ref, token, response) => complete(pool, ref, token, response),
+    release: (ref, token) => fenced(pool, 'release', sql.release, [ref.scope, ref.key, token]),
+    async get(ref) {
+      const { rows } = await run(pool, 'get', sql.get, [ref.scope, ref.key]);
+      const row = rows[0] as RecordRow | undefined;
+      return row && toRecord(new RowReader(ref, where, row));
+    },
+    async reap(limit = 1000) {
+      const batch = integerOption('limit', limit, 1000, 0);
+      return (await run(pool, 'reap', sql.reap, [batch])).rowCount ?? 0;
+    },
+    async beginTransaction(): Promise<StoreTransaction<Client>> {
+      let client: Client;
+      try {
+        client = (await pool.connect()) as Client;
+      } catch (error) {
+        throw unavailable('beginTransaction', where, error);
+      }
+      const held = holdClient(client);
+      try {
+        await client.query('BEGIN');
+      } catch (error) {
+        held.release(error);
+        throw unavailable('beginTransaction', where, error);
+      }
+      let ended = false;
+      const end = async (command: 'COMMIT' | 'ROLLBACK') => {
+        // Only the first of commit/rollback runs: the engine may roll back after a failed commit.
+        if (ended) return;
+        ended = true;
+        let result: PostgresQueryResult;
+        try {
+          result = await client.query(command);
+        } catch (error) {
+          // The connection's state is unknown: the pool must not hand it out again.
+          held.release(error);
+          throw unavailable(command.toLowerCase(), where, error);
+        }
+        held.release();
+        // PostgreSQL answers COMMIT of a transaction in which a statement failed with ROLLBACK, not an error.
+        if (command === 'COMMIT' && result.command === 'ROLLBACK') {
+          throw new StoreUnavailableError(`postgres store: the transaction had failed, so COMMIT rolled it back (${where})`);
+        }
+      };
+      // After commit or rollback the client is back in the pool, maybe inside another request's
+      // transaction: a late statement must never run on it.
+      const open = () => {
+        if (ended) throw new TransactionEndedError(`postgres store: the transaction on ${where} has ended`);
+        return client;
+      };
+      return {
+        tx: client,
+        complete: async (ref, token, response) => complete(open(), ref, token, response),
+        checkpoint: async (ref, token, point, data) => checkpoint(open(), ref, token, point, data),
+        commit: () => end('COMMIT'),
+        rollback: () => end('ROLLBACK'),
+      };
+    },
+  };
+}
+
+/** Keeps a checked-out client's connection errors from crashing the process, and releases it once. */
+function holdClient(client: PostgresClient) {
+  let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on?.('error', onError);
+  const held = {
+    released: false,
+    release(error?: unknown) {
+      if (held.released) return;
+      held.released = true;
+      client.removeListener?.('error', onError);
+      const reason = error ?? broken;
+      client.release(reason === undefined ? undefined : reason instanceof Error ? reason : new Error(String(reason)));
+    },
+  };
+  return held;
+}
+
+function unavailable(operation: string, where: string, error: unknown): StoreUnavailableError {
+  const code = (error as { code?: unknown } | null)?.code;
+  // 42P01 undefined table, 42883 undefined function: the schema was never applied.
+  const hint = code === '42P01' || code === '42883' ? ' (run store.migrate() or sql/postgres.sql first)' : '';
+  const message = error instanceof Error ? error.message : String(error);
+  return new StoreUnavailableError(`postgres store: ${operation} on ${where} failed: ${message}${hint}`, { cause: error });
+}
+
+function toClaim(row: RowReader<ClaimRow>, token: string): Claim {
+  const outcome = row.get('outcome');
+  switch (outcome) {
+    case 'acquired': {
+      const attempt = row.integer('attempt');
+      return {
+        kind: 'acquired',
+        token,
+        takeover: attempt > 1,
+        resumeFrom: row.optionalText('recovery_point'),
+        recoveryData: row.json('recovery_data'),
+      };
+    }
+    case 'completed':
+      return { kind: 'completed', response: toResponse(row) };
+    case 'in_flight':
+      return { kind: 'in_flight', retryAfterMs: Math.max(1, row.integer('retry_after_ms')) };
+    case 'mismatch':
+      return { kind: 'mismatch' };
+    default:
+      throw row.corrupt(`the claim returned the outcome ${JSON.stringify(outcome)}`);
+  }
+}
+
+function toResponse(row: RowReader<ClaimRow>): StoredResponse {
+  const status = row.integer('status');
+  const headers = row.json('headers');
+  if (!Array.isArray(headers) || !headers.every((h) => Array.isArray(h) && h.length === 2 && h.every((v) => typeof v === 'string'))) {
+    throw row.corrupt('headers is not a list of [name, value] pairs');
+  }
+  const omitted = row.get('body_omitted');
+  if (typeof omitted !== 'boolean') throw row.corrupt('body_omitted is not a boolean');
+  const body = row.get('body');
+  if (body !== null && !(body instanceof Uint8Array)) throw row.corrupt('body is not bytea');
+  return {
+    status,
+    headers: headers as Array<[string, string]>,
+    // A plain Uint8Array view of the driver's Buffer: no copy, and no Buffer-only behaviour leaks out.
+    body: omitted ? null : body === null ? new Uint8Array(0) : new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
+    bodyOmitted: omitted,
+  };
+}
+
+function toRecord(row: RowReader<RecordRow>): IdempotencyRecord {
+  const state = row.get('state');
+  if (state !== 'in_flight' && state !== 'completed') throw row.corrupt(`state is ${JSON.stringify(state)}`);
+  const fingerprint = row.get('fingerprint');
+  if (typeof fingerprint !== 'string') throw row.corrupt('fingerprint is not text');
+  return {
+    scope: row.ref.scope,
+    key: row.ref.key,
+    state,
+    fingerprint,
+    leaseUntil: row.integer('lease_until'),
+    expiresAt: row.integer('expires_at'),
+    recoveryPoint: row.optionalText('recovery_point'),
+    recoveryData: row.json('recovery_data'),
+    response: state === 'completed' ? toResponse(row) : undefined,
+  };
+}
+
+/**
+ * Reads the columns of one row, checking each; anything unexpected is an error naming the record,
+ * never a TypeError deep in an adapter. Numbers may arrive as strings (int8, a pool's own parsers).
+ */
+class RowReader<Row extends object> {
+  constructor(
+    readonly ref: RecordRef,
+    private readonly where: string,
+    private readonly row: Row | undefined,
+  ) {}
+
+  get(column: keyof Row & string): unknown {
+    if (this.row === undefined) throw this.corrupt('the statement returned no row');
+    return this.row[column];
+  }
+
+  integer(column: keyof Row & string): number {
+    const value = this.get(column);
+    const n = typeof value === 'string' || typeof value === 'bigint' ? Number(value) : value;
+    if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw this.corrupt(`${column} is not an integer`);
+    return n;
+  }
+
+  optionalText(column: keyof Row & string): string | undefined {
+    const value = this.get(column);
+    if (value === null) return undefined;
+    if (typeof value !== 'string') throw this.corrupt(`${column} is not text`);
+    return value;
+  }
+
+  json(column: keyof Row & string): unknown {
+    const text = this.optionalText(column);
+    if (text === undefined) return undefined;
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw this.corrupt(`${column} is not valid JSON`);
+    }
+  }
+
+  corrupt(what: string): CorruptRecordError {
+    const { scope, key } = this.ref;
+    return new CorruptRecordError(
+      `postgres store: the record for key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} (${this.where}) is corrupt: ${what}`,
+    );
+  }
+}

@@ -1,0 +1,307 @@
+import { createHash } from 'node:crypto';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
+import { newOwnerToken } from '../core/token.js';
+import { integerOption } from '../core/validate.js';
+import type { LuaScript } from './redis-lua.js';
+import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
+
+export type RedisArgument = string | Buffer | number;
+
+/**
+ * The part of an ioredis client the store uses (declared here, so the driver stays the user's).
+ * `callBuffer` is used rather than `evalshaBuffer` because ioredis types it, and because it keeps
+ * bulk replies as Buffers: response bodies are bytes, not text.
+ */
+export interface RedisCommandClient {
+  callBuffer(command: string, ...args: RedisArgument[]): Promise<unknown>;
+}
+
+/** An ioredis `Redis` or `Cluster`. `nodes` exists on a Cluster; `reap` scans each master. */
+export interface RedisClient extends RedisCommandClient {
+  nodes?(role: 'master'): RedisCommandClient[];
+}
+
+export interface RedisStoreOptions {
+  /**
+   * An ioredis `Redis` or `Cluster`, created by the caller. Required. Recommended settings, and
+   * why, are in docs/stores/redis.md (`enableOfflineQueue: false`, `maxRetriesPerRequest: 0`).
+   */
+  readonly client: RedisClient;
+  /**
+   * Start of every record key (`<prefix>:{<sha256>}`). Letters, digits, `_ - . :` only: it is
+   * also a SCAN pattern and must not contain a hash tag.
+   * @default 'idemkit'
+   */
+  readonly prefix?: string;
+  /** @default 1_048_576 */
+  readonly maxResponseBytes?: number;
+  /**
+   * How long Redis keeps a record after it expired (window over, no live lease) before deleting
+   * it itself. Meanwhile claims treat it as absent, `get` still shows it, and `reap` deletes it.
+   * So `reap` is optional with Redis: it never has to run for memory to be reclaimed.
+   * @default 60_000
+   */
+  readonly graceMs?: number;
+  /**
+   * How long a completion that cannot reach Redis (connection cut, restart, failover) is retried,
+   * in ms. A lost completion leaves the record in flight, so a retry of the request would run the
+   * handler again after the lease; retrying is safe because the completion is fenced. 0 disables.
+   * @default 10_000
+   */
+  readonly completeRetryMs?: number;
+}
+
+export interface RedisStore extends IdempotencyStore {
+  /** The Redis key that holds the record of `ref`. */
+  keyOf(ref: RecordRef): string;
+}
+
+const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
+// Redis refuses bulk strings over 512 MiB (proto-max-bulk-len); a bigger limit could never be written.
+const MAX_BODY_LIMIT = 512 * 1024 * 1024;
+const SCAN_COUNT = 500;
+
+/**
+ * The Redis key of a record. The pair is hashed: braces in a scope or key cannot break the
+ * `{…}` hash tag, and JSON of the pair is injective, so two pairs never share a key. The tag
+ * keeps any future companion key of a record on the record's Cluster slot.
+ */
+export function redisRecordKey(prefix: string, ref: RecordRef): string {
+  return `${prefix}:{${createHash('sha256').update(JSON.stringify([ref.scope, ref.key])).digest('hex')}}`;
+}
+
+/**
+ * The Redis store on ioredis (standalone or Cluster). Every operation is one EVALSHA of a Lua
+ * script deciding on the Redis clock; a record is one hash with a TTL. Not transactional: see
+ * docs/stores/redis.md for what that means and how to pair it with a data-layer guard.
+ */
+export function redisStore(options: RedisStoreOptions): RedisStore {
+  const client = options?.client;
+  if (!client || typeof client.callBuffer !== 'function') {
+    throw new InvalidOptionError('client', 'expected an ioredis Redis or Cluster client');
+  }
+  const prefix = options.prefix ?? 'idemkit';
+  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
+    throw new InvalidOptionError(
+      'prefix',
+      `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`,
+    );
+  }
+  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
+  if (maxResponseBytes > MAX_BODY_LIMIT) throw new InvalidOptionError('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
+  const graceMs = String(integerOption('graceMs', options.graceMs, 60_000, 0));
+  const completeRetryMs = integerOption('completeRetryMs', options.completeRetryMs, 10_000, 0);
+  const keyOf = (ref: RecordRef) => redisRecordKey(prefix, ref);
+  // Every record key: `<prefix>:{` + 64 hex digits + `}`. The prefix holds no glob characters.
+  const pattern = `${prefix}:{${'[0-9a-f]'.repeat(64)}}`;
+
+  /** Runs one script on one record: EVALSHA, or EVAL when the server has lost its script cache. */
+  async function run(script: LuaScript, key: string, ref: RecordRef | undefined, args: RedisArgument[]): Promise<unknown> {
+    try {
+      try {
+        return await client.callBuffer('evalsha', script.sha, 1, key, graceMs, ...args);
+      } catch (error) {
+        // NOSCRIPT: the node's cache is empty (restart, failover, SCRIPT FLUSH, a new Cluster
+        // node). The script did not run, so running it by EVAL is safe, and EVAL caches it again.
+        if (!messageOf(error).startsWith('NOSCRIPT')) throw error;
+        return await client.callBuffer('eval', script.source, 1, key, graceMs, ...args);
+      }
+    } catch (error) {
+      const message = messageOf(error);
+      if (message.startsWith(CORRUPT_CODE)) throw corrupt(key, ref, message.slice(CORRUPT_CODE.length).trim());
+      if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, 'the key does not hold a hash');
+      throw new StoreUnavailableError(`redis store: ${script.name} failed: ${message}`, { cause: error });
+    }
+  }
+
+  async function fenced(script: LuaScript, ref: RecordRef, args: RedisArgument[]): Promise<void> {
+    if ((await run(script, keyOf(ref), ref, args)) !== 1) throw new LeaseLostError();
+  }
+
+  /**
+   * The completion is the one write whose loss can repeat an effect: the handler has run, and a
+   * record left in flight lets a retry run it again once the lease ends. So a completion that
+   * fails to reach Redis is retried with backoff for `completeRetryMs`. The script is fenced by
+   * the token, and answers 2 when an earlier attempt of this call landed but its reply was lost.
+   */
+  async function complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
+    const fitted = fitResponse(response, maxResponseBytes);
+    const head = [token, String(fitted.status), JSON.stringify(fitted.headers)];
+    const body = fitted.body;
+    const args = body === null ? [...head, '1'] : [...head, '0', Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
+    const key = keyOf(ref);
+    const deadline = Date.now() + completeRetryMs;
+    for (let attempt = 0; ; attempt++) {
+      let reply: unknown;
+      try {
+        reply = await run(COMPLETE, key, ref, args);
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline) throw error;
+        await delay(Math.min(25 * 2 ** attempt, 1_000, deadline - Date.now()));
+        continue;
+      }
+      if (reply === 1 || (reply === 2 && attempt > 0)) return;
+      throw new LeaseLostError();
+    }
+  }
+
+  async function claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+    const key = keyOf(ref);
+    const token = newOwnerToken();
+    const reply = await run(CLAIM, key, ref, [fingerprint, token, ms('leaseMs', o.leaseMs), ms('windowMs', o.windowMs), ref.scope, ref.key]);
+    const parts = Array.isArray(reply) ? reply : [];
+    const at = (reason: string) => corrupt(key, ref, reason);
+    switch (text(parts[0])) {
+      case 'acquired': {
+        const recoveryData = parts[3] == null ? undefined : parseJson(parts[3], 'recovery_data', at);
+        return { kind: 'acquired', token, takeover: parts[1] === 1, resumeFrom: text(parts[2]), recoveryData };
+      }
+      case 'completed':
+        return { kind: 'completed', response: parseResponse(parts.slice(1), at) };
+      case 'in_flight':
+        return { kind: 'in_flight', retryAfterMs: Math.max(1, Number(parts[1])) };
+      case 'mismatch':
+        return { kind: 'mismatch' };
+      default:
+        throw new StoreUnavailableError(`redis store: unexpected claim reply for ${key}`);
+    }
+  }
+
+  async function get(ref: RecordRef): Promise<IdempotencyRecord | undefined> {
+    const key = keyOf(ref);
+    const reply = await run(READ, key, ref, []);
+    if (reply === null) return undefined;
+    const f = Array.isArray(reply) ? reply : [];
+    const at = (reason: string) => corrupt(key, ref, reason);
+    const state = text(f[0]);
+    if (state !== 'in_flight' && state !== 'completed') throw at(`unknown state ${JSON.stringify(state)}`);
+    return {
+      scope: ref.scope,
+      key: ref.key,
+      state,
+      fingerprint: text(f[1]) ?? '',
+      leaseUntil: parseInteger(f[2], 'lease_until', at),
+      expiresAt: parseInteger(f[3], 'expires_at', at),
+      recoveryPoint: text(f[4]),
+      recoveryData: f[5] == null ? undefined : parseJson(f[5], 'recovery_data', at),
+      response: state === 'completed' ? parseResponse(f.slice(6), at) : undefined,
+    };
+  }
+
+  /**
+   * Redis deletes expired records itself (`graceMs` after they expire); reap removes them sooner.
+   * It SCANs the prefix on every master, so it costs a pass over the keyspace: run it rarely, if
+   * at all. Each deletion re-checks expiry on the Redis clock, so a live record is never taken.
+   */
+  async function reap(limit = 1000): Promise<number> {
+    let reaped = 0;
+    const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        let reply: unknown;
+        try {
+          reply = await node.callBuffer('scan', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+        } catch (error) {
+          throw new StoreUnavailableError(`redis store: reap failed: ${messageOf(error)}`, { cause: error });
+        }
+        const [next, keys] = Array.isArray(reply) ? reply : [];
+        cursor = text(next) ?? '0';
+        const found = Array.isArray(keys) ? keys.map((k) => text(k) ?? '') : [];
+        // In batches no larger than what is left of `limit`, so a batch can never overshoot it.
+        while (found.length > 0 && reaped < limit) {
+          const batch = found.splice(0, limit - reaped);
+          const done = await Promise.all(batch.map((k) => run(REAP, k, undefined, [])));
+          reaped += done.filter((d) => d === 1).length;
+        }
+        if (reaped >= limit) return reaped;
+      } while (cursor !== '0');
+    }
+    return reaped;
+  }
+
+  return {
+    name: 'redis',
+    maxResponseBytes,
+    keyOf,
+    claim,
+    async renew(ref, token, leaseMs) {
+      return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs)])) === 1;
+    },
+    async checkpoint(ref, token, point, data) {
+      const json = data === undefined ? undefined : JSON.stringify(data);
+      await fenced(CHECKPOINT, ref, json === undefined ? [token, point, '0'] : [token, point, '1', json]);
+    },
+    complete,
+    async release(ref, token) {
+      await fenced(RELEASE, ref, [token]);
+    },
+    get,
+    reap,
+  };
+}
+
+/** A record that cannot be read names its Redis key and its (scope, key), so it can be found and fixed. */
+function corrupt(redisKey: string, ref: RecordRef | undefined, reason: string): CorruptRecordError {
+  const which = ref ? ` (scope ${JSON.stringify(ref.scope)}, key ${JSON.stringify(ref.key)})` : '';
+  return new CorruptRecordError(
+    `redis store: the record at Redis key "${redisKey}"${which} cannot be parsed: ${reason}. ` +
+      'Inspect it with HGETALL; deleting it makes the key new again.',
+  );
+}
+
+function ms(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidOptionError(name, `expected an integer >= 1, got ${String(value)}`);
+  return String(value);
+}
+
+/** An unref'd timer: a completion still retrying must not keep a shutting-down process alive. */
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function text(value: unknown): string | undefined {
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return typeof value === 'string' ? value : undefined;
+}
+
+type Corrupt = (reason: string) => CorruptRecordError;
+
+function parseInteger(value: unknown, field: string, at: Corrupt): number {
+  const s = text(value);
+  if (s === undefined || !/^\d{1,16}$/.test(s)) throw at(`${field} is not an integer`);
+  return Number(s);
+}
+
+function parseJson(value: unknown, field: string, at: Corrupt): unknown {
+  try {
+    return JSON.parse(text(value) ?? '');
+  } catch {
+    throw at(`${field} is not JSON`);
+  }
+}
+
+/** [status, headers, body, body_omitted] as the scripts reply them. */
+function parseResponse([status, headers, body, omitted]: unknown[], at: Corrupt): StoredResponse {
+  const code = text(status);
+  if (code === undefined || !/^[1-9]\d{2}$/.test(code)) throw at('status is not an HTTP status code');
+  const pairs = parseJson(headers, 'headers', at);
+  const valid = Array.isArray(pairs) && pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((s) => typeof s === 'string'));
+  if (!valid) throw at('headers is not a list of [name, value] pairs');
+  const flag = text(omitted);
+  if (flag !== '0' && flag !== '1') throw at('body_omitted is neither 0 nor 1');
+  if (flag === '0' && !Buffer.isBuffer(body)) throw at('body is missing');
+  return {
+    status: Number(code),
+    headers: pairs as Array<[string, string]>,
+    // A copy: the reply buffer may be a view into a larger socket buffer.
+    body: flag === '1' ? null : new Uint8Array(body as Buffer),
+    bodyOmitted: flag === '1',
+  };
+}

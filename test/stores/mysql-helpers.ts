@@ -1,0 +1,125 @@
+/**
+ * Helpers for the MySQL store suite: a pool wrapper that sees every statement, and a forwarder
+ * whose open connections can be frozen for good while new ones still pass.
+ */
+import { connect, createServer } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Pool, PoolConnection } from 'mysql2/promise';
+import type { MysqlConnection, MysqlPool } from '../../src/stores/mysql.js';
+
+type Result = [unknown, unknown];
+
+export interface SpyOptions {
+  /** Runs instead of each `execute`; `run` performs the real one. */
+  readonly onExecute?: (sql: string, run: () => Promise<Result>, connection: PoolConnection) => Promise<Result>;
+}
+
+/** Wraps a mysql2 pool: counts every statement sent (one round trip each) and every destroyed connection. */
+export function spyPool(pool: Pool, options: SpyOptions = {}) {
+  const statements: string[] = [];
+  let destroyed = 0;
+  const wrapped: MysqlPool = {
+    async getConnection(): Promise<MysqlConnection> {
+      const c = await pool.getConnection();
+      const sent = <T>(sql: string, work: () => Promise<T>) => {
+        statements.push(sql);
+        return work();
+      };
+      return {
+        execute: (o, values) => {
+          statements.push(o.sql);
+          const run = () => c.execute(o, values) as Promise<Result>;
+          return options.onExecute ? options.onExecute(o.sql, run, c) : run();
+        },
+        query: (sql) => sent(sql, () => c.query(sql)),
+        beginTransaction: () => sent('START TRANSACTION', () => c.beginTransaction()),
+        commit: () => sent('COMMIT', () => c.commit()),
+        rollback: () => sent('ROLLBACK', () => c.rollback()),
+        release: () => c.release(),
+        destroy: () => {
+          destroyed++;
+          c.destroy();
+        },
+      };
+    },
+  };
+  return {
+    pool: wrapped,
+    /** Statements sent since the last call. */
+    take(): string[] {
+      return statements.splice(0);
+    },
+    destroyed: () => destroyed,
+  };
+}
+
+export interface Forwarder {
+  readonly port: number;
+  /** Open connections stop forwarding for good (a NAT that dropped its state); new ones still pass. */
+  freezeOpen(): void;
+  close(): Promise<void>;
+}
+
+/** A TCP forwarder to `targetPort`, listening on `listenPort` (0: any free port). */
+export async function startForwarder(targetPort: number, listenPort = 0): Promise<Forwarder> {
+  const open = new Set<[Socket, Socket]>();
+  const all = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    const pair: [Socket, Socket] = [client, upstream];
+    open.add(pair);
+    all.add(client).add(upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const drop = () => {
+      open.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listenPort, '127.0.0.1', resolve);
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    freezeOpen() {
+      for (const [a, b] of open) {
+        a.unpipe();
+        b.unpipe();
+        a.pause();
+        b.pause();
+      }
+      open.clear();
+    },
+    close() {
+      for (const socket of all) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A port nothing listens on (it was free a moment ago). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A server that accepts TCP connections and never says a word: a hung database host. */
+export async function startSilentServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => void sockets.add(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,628 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createPool } from 'mysql2/promise';
+import type { Pool, PoolConnection, PoolOptions, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
+import { withIdempotency } from '../../src/http/web.js';
+import type { IdempotencyOptions } from '../../src/http/web.js';
+import { mysqlSchema, mysqlStore } from '../../src/stores/mysql.js';
+import { MARIADB, requireService } from '../support/services.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
+import { describeStoreContract } from './contract.js';
+import { closedPort, spyPool, startForwarder, startSilentServer } from './mysql-helpers.js';
+
+const up = await requireService(MARIADB);
+
+const BASE: PoolOptions = {
+  host: MARIADB.host,
+  port: MARIADB.port,
+  user: 'root',
+  database: 'test',
+  connectionLimit: 8,
+  connectTimeout: 2_000,
+};
+const run = randomUUID().replaceAll('-', '').slice(0, 10);
+const tables: string[] = [];
+/** A table of its own per test group, dropped after the run. */
+const newTable = (tag: string) => {
+  const name = `idemkit_${run}_${tag}`;
+  tables.push(name, `${name}_effects`);
+  return name;
+};
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const ref = (scope = `s-${randomUUID()}`): RecordRef => ({ scope, key: `k-${randomUUID()}` });
+const ok = (text = '{"id":1}'): StoredResponse => ({
+  status: 201,
+  headers: [['content-type', 'application/json']],
+  body: new TextEncoder().encode(text),
+  bodyOmitted: false,
+});
+const acquire = async (store: IdempotencyStore, r: RecordRef, leaseMs = 10_000, windowMs = 60_000) => {
+  const claim = await store.claim(r, 'fp', { leaseMs, windowMs });
+  if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+  return claim;
+};
+const count = async (pool: Pool, sql: string) => ((await pool.query<RowDataPacket[]>(sql))[0][0] as { n: number }).n;
+
+describe.skipIf(!up)('mysql store on MariaDB', () => {
+  let main: Pool;
+
+  beforeAll(() => {
+    main = createPool(BASE);
+  });
+  afterAll(async () => {
+    if (!main) return;
+    for (const table of tables) await main.query(`DROP TABLE IF EXISTS \`${table}\``);
+    await main.end();
+  });
+
+  describeStoreContract('mysql', async () => {
+    const pool = createPool(BASE);
+    const store = mysqlStore({ pool, table: newTable('contract') });
+    await store.migrate();
+    // The store decides on the server's clock: moving time is really waiting.
+    return { store, advance: sleep, close: () => pool.end() };
+  });
+
+  describe('schema', () => {
+    it('migrates idempotently, also when several instances migrate at once', async () => {
+      const table = newTable('migrate');
+      const pools = Array.from({ length: 3 }, () => createPool({ ...BASE, connectionLimit: 2 }));
+      try {
+        await Promise.all(pools.flatMap((pool) => [1, 2].map(() => mysqlStore({ pool, table }).migrate())));
+        await mysqlStore({ pool: main, table }).migrate();
+        const [indexes] = await main.query<RowDataPacket[]>(`SHOW INDEX FROM \`${table}\``);
+        expect(indexes.map((i) => `${i.Key_name}.${i.Column_name}`)).toEqual(['PRIMARY.scope', 'PRIMARY.idem_key', 'expires_at.expires_at']);
+        const store = mysqlStore({ pool: main, table });
+        expect((await store.claim(ref(), 'fp', { leaseMs: 1000, windowMs: 5000 })).kind).toBe('acquired');
+      } finally {
+        await Promise.all(pools.map((pool) => pool.end()));
+      }
+    });
+
+    it('creates the same table from sql/mysql.sql as from migrate(), and the store works on it', async () => {
+      const fromFile = newTable('file');
+      const fromStore = newTable('store');
+      const file = readFileSync(join(import.meta.dirname, '../../sql/mysql.sql'), 'utf8');
+      expect(file).toContain(mysqlSchema());
+      await main.query(file.replace('`idempotency_records`', `\`${fromFile}\``));
+      await mysqlStore({ pool: main, table: fromStore }).migrate();
+      const ddl = async (table: string) =>
+        ((await main.query<RowDataPacket[]>(`SHOW CREATE TABLE \`${table}\``))[0][0]!['Create Table'] as string).replace(table, 'T');
+      expect(await ddl(fromFile)).toEqual(await ddl(fromStore));
+      const store = mysqlStore({ pool: main, table: fromFile });
+      const r = ref();
+      const { token } = await acquire(store, r);
+      await store.complete(r, token, ok());
+      expect((await store.claim(r, 'fp', { leaseMs: 1000, windowMs: 5000 })).kind).toBe('completed');
+    });
+
+    it('refuses table names that are not plain identifiers, naming `table`', () => {
+      for (const table of ['x; DROP TABLE y', 'a-b', '1abc', '', 'db.records', '`x`', 'a'.repeat(65), 'naïve']) {
+        expect(() => mysqlStore({ pool: main, table })).toThrow(InvalidOptionError);
+        expect(() => mysqlStore({ pool: main, table })).toThrow(/`table`/);
+      }
+      expect(() => mysqlSchema('x y')).toThrow(/`table`/);
+      expect(() => mysqlStore({ pool: main, table: 'select' })).not.toThrow();
+    });
+
+    it('validates its other options eagerly, naming them', () => {
+      expect(() => mysqlStore({} as never)).toThrow(/`pool`/);
+      expect(() => mysqlStore({ pool: main, maxResponseBytes: -1 })).toThrow(/maxResponseBytes/);
+      expect(() => mysqlStore({ pool: main, maxResponseBytes: 2 ** 31 })).toThrow(/maxResponseBytes/);
+      expect(() => mysqlStore({ pool: main, statementTimeoutMs: 0 })).toThrow(/statementTimeoutMs/);
+      expect(() => mysqlStore({ pool: main, statementTimeoutMs: 2 ** 31 })).toThrow(/statementTimeoutMs/);
+    });
+  });
+
+  describe('records', () => {
+    let store: ReturnType<typeof mysqlStore<Pool>>;
+    let table: string;
+    beforeAll(async () => {
+      table = newTable('records');
+      store = mysqlStore({ pool: main, table });
+      await store.migrate();
+    });
+
+    it('keeps scopes and keys byte-exact: case, trailing spaces and accents are different records', async () => {
+      const key = `k-${randomUUID()}`;
+      const scope = `acct-${randomUUID()}`;
+      const refs = [
+        { scope, key },
+        { scope: `${scope} `, key },
+        { scope: scope.toUpperCase(), key },
+        { scope, key: `${key} ` },
+        { scope: `${scope}é`, key },
+        { scope: `${scope}e\u0301`, key },
+      ];
+      const claims = await Promise.all(refs.map((r) => store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 })));
+      expect(claims.map((c) => c.kind)).toEqual(refs.map(() => 'acquired'));
+    });
+
+    it('refuses a scope that does not fit or is not well-formed, before touching the server', async () => {
+      const opts = { leaseMs: 1000, windowMs: 5000 };
+      for (const scope of ['x'.repeat(1025), 'a\uD800b', '\uDC00']) {
+        const error = await store.claim({ scope, key: 'k' }, 'fp', opts).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdemkitError);
+        expect((error as IdemkitError).code).toBe('ERR_IDEMKIT_INVALID_REF');
+      }
+      expect((await store.claim({ scope: '😀'.repeat(255), key: `k-${randomUUID()}` }, 'fp', opts)).kind).toBe('acquired');
+    });
+
+    it('reports a corrupt row as an error naming its scope and key, not a crash', async () => {
+      const r = ref();
+      const { token } = await acquire(store, r);
+      await store.complete(r, token, ok());
+      await main.execute(`UPDATE \`${table}\` SET headers = 'not json' WHERE scope = ? AND idem_key = ?`, [r.scope, r.key]);
+      for (const attempt of [store.claim(r, 'fp', { leaseMs: 1000, windowMs: 5000 }), store.get(r)]) {
+        const error = await attempt.catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdemkitError);
+        expect((error as IdemkitError).code).toBe('ERR_IDEMKIT_CORRUPT_RECORD');
+        expect((error as Error).message).toContain(JSON.stringify(r.key));
+        expect((error as Error).message).toContain(JSON.stringify(r.scope));
+        expect((error as Error).message).toMatch(/headers/);
+      }
+
+      // A state the store never writes (a server without strict mode stores '' for it): the
+      // claim cannot classify the record, so the adapter fails closed and says why.
+      const s = ref();
+      await acquire(store, s);
+      const connection = await main.getConnection();
+      try {
+        await connection.query("SET SESSION sql_mode = ''");
+        await connection.execute(`UPDATE \`${table}\` SET state = 'bogus' WHERE scope = ? AND idem_key = ?`, [s.scope, s.key]);
+      } finally {
+        connection.destroy(); // its session mode must not go back to the pool
+      }
+      const errors: unknown[] = [];
+      let ran = false;
+      const handle = withIdempotency(
+        async () => {
+          ran = true;
+          return new Response('ran');
+        },
+        { store, scope: () => s.scope, onError: (e) => errors.push(e) },
+      );
+      expect((await handle(post(s.key))).status).toBe(503);
+      expect(ran).toBe(false);
+      expect(errors).toHaveLength(1);
+      expect((errors[0] as IdemkitError).message).toContain(JSON.stringify(s.key));
+    });
+
+    it('costs 2 statements for a new key, 1 for a replay, 1 for a completion', async () => {
+      const spy = spyPool(main);
+      const counted = mysqlStore({ pool: spy.pool, table });
+      const opts = { leaseMs: 300, windowMs: 60_000 };
+      const warm = ref();
+      const warmToken = (await acquire(counted, warm)).token;
+      spy.take();
+      const r = ref();
+      const trips = async (work: () => Promise<unknown>) => {
+        await work();
+        return spy.take().length;
+      };
+      let token = '';
+      const figures = {
+        newKey: await trips(async () => (token = (await acquire(counted, r, 300)).token)),
+        inFlight: await trips(() => counted.claim(r, 'fp', opts)),
+        mismatch: await trips(() => counted.claim(r, 'other', opts)),
+        renew: await trips(() => counted.renew(r, token, 300)),
+        takeover: await trips(async () => {
+          await sleep(350);
+          token = (await acquire(counted, r, 10_000)).token;
+        }),
+        complete: await trips(() => counted.complete(r, token, ok())),
+        replay: await trips(() => counted.claim(r, 'fp', opts)),
+        release: await trips(() => counted.release(warm, warmToken)),
+      };
+      expect(figures).toEqual({ newKey: 2, inFlight: 1, mismatch: 1, renew: 1, takeover: 2, complete: 1, replay: 1, release: 1 });
+
+      const t = ref();
+      const claim = await acquire(counted, t);
+      spy.take();
+      const tx = await counted.beginTransaction();
+      await tx.complete(t, claim.token, ok());
+      await tx.commit();
+      expect(spy.take()).toEqual(['START TRANSACTION', expect.stringMatching(/^UPDATE/), 'COMMIT']);
+    });
+  });
+
+  describe('concurrency', () => {
+    let table: string;
+    let pools: Pool[];
+    let stores: IdempotencyStore[];
+    beforeAll(async () => {
+      table = newTable('race');
+      await mysqlStore({ pool: main, table }).migrate();
+      pools = Array.from({ length: 4 }, () => createPool({ ...BASE, connectionLimit: 10 }));
+      stores = pools.map((pool) => mysqlStore({ pool, table }));
+    });
+    afterAll(async () => {
+      await Promise.all(pools.map((pool) => pool.end()));
+    });
+
+    const race = (r: RecordRef, fp: string, o: { leaseMs: number; windowMs: number }) =>
+      Promise.all(Array.from({ length: 200 }, (_, i) => stores[i % stores.length]!.claim(r, fp, o)));
+    const winners = (claims: Claim[]) => claims.filter((c): c is Extract<Claim, { kind: 'acquired' }> => c.kind === 'acquired');
+
+    it('gives exactly one winner among 200 claims across 4 pools: new key, take-over, and after the window', async () => {
+      const r = ref();
+      // The lease outlasts the race on a slow machine; otherwise late claims could take over.
+      const fresh = await race(r, 'fp', { leaseMs: 1_500, windowMs: 3_000 });
+      const raced = Date.now();
+      expect(winners(fresh)).toHaveLength(1);
+      expect(fresh.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
+
+      await sleep(1_600);
+      const takeover = await race(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 });
+      const [heir] = winners(takeover);
+      expect(winners(takeover)).toHaveLength(1);
+      expect(heir).toMatchObject({ takeover: true });
+      await stores[0]!.complete(r, heir!.token, ok('heir'));
+
+      await sleep(raced + 3_100 - Date.now()); // past the first claim's window
+      const renewed = await race(r, 'fp-next', { leaseMs: 10_000, windowMs: 60_000 });
+      expect(winners(renewed)).toHaveLength(1);
+      expect(winners(renewed)[0]).toMatchObject({ takeover: false });
+      expect(renewed.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
+    });
+
+    it('lets concurrent reapers delete each expired record exactly once, and never a live lease', async () => {
+      const reapTable = newTable('reap');
+      const reapers = pools.map((pool) => mysqlStore({ pool, table: reapTable }));
+      await reapers[0]!.migrate();
+      const store = reapers[0]!;
+      const old = Array.from({ length: 60 }, () => ref());
+      await Promise.all(
+        old.map(async (r) => {
+          const { token } = await acquire(store, r, 10_000, 300);
+          await store.complete(r, token, ok());
+        }),
+      );
+      const live = ref();
+      await acquire(store, live);
+      const pastWindowButLeased = ref();
+      await acquire(store, pastWindowButLeased, 10_000, 300);
+      await sleep(400);
+      const counts = await Promise.all(
+        reapers.map(async (reaper) => {
+          let total = 0;
+          for (;;) {
+            const n = await reaper.reap(7);
+            expect(n).toBeLessThanOrEqual(7);
+            if (n === 0) return total;
+            total += n;
+          }
+        }),
+      );
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(60);
+      expect(await count(main, `SELECT COUNT(*) AS n FROM \`${reapTable}\``)).toBe(2);
+      expect((await store.get(live))?.state).toBe('in_flight');
+      expect((await store.get(pastWindowButLeased))?.state).toBe('in_flight');
+    });
+  });
+
+  describe('transactional mode', () => {
+    let store: ReturnType<typeof mysqlStore<Pool>>;
+    let effects: string;
+    beforeAll(async () => {
+      const table = newTable('tx');
+      effects = `${table}_effects`;
+      store = mysqlStore({ pool: main, table });
+      await store.migrate();
+      await main.query(`CREATE TABLE \`${effects}\` (id VARCHAR(64) PRIMARY KEY, note VARCHAR(64)) ENGINE = InnoDB`);
+    });
+    const effectCount = (id: string) => count(main, `SELECT COUNT(*) AS n FROM \`${effects}\` WHERE id = '${id}'`);
+    const insertEffect = (tx: PoolConnection, id: string) => tx.execute(`INSERT INTO \`${effects}\` (id) VALUES (?)`, [id]);
+
+    it('commits the completion with the business write, or neither', async () => {
+      const r = ref();
+      const { token } = await acquire(store, r);
+      const rolled = await store.beginTransaction();
+      await insertEffect(rolled.tx, r.key);
+      await rolled.complete(r, token, ok());
+      await rolled.rollback();
+      expect(await effectCount(r.key)).toBe(0);
+      expect((await store.get(r))?.state).toBe('in_flight');
+
+      const committed = await store.beginTransaction();
+      await insertEffect(committed.tx, r.key);
+      await committed.complete(r, token, ok());
+      await committed.commit();
+      expect(await effectCount(r.key)).toBe(1);
+      expect((await store.get(r))?.state).toBe('completed');
+    });
+
+    it('fences the completion inside the transaction: a stale token rolls the business write back', async () => {
+      const r = ref();
+      const first = await acquire(store, r, 200);
+      await sleep(250);
+      const second = await acquire(store, r);
+      expect(second.takeover).toBe(true);
+      const late = await store.beginTransaction();
+      await insertEffect(late.tx, r.key);
+      await expect(late.complete(r, first.token, ok('late'))).rejects.toBeInstanceOf(LeaseLostError);
+      await late.rollback();
+      expect(await effectCount(r.key)).toBe(0);
+      await store.complete(r, second.token, ok('winner'));
+      const record = await store.get(r);
+      expect(new TextDecoder().decode(record!.response!.body!)).toBe('winner');
+    });
+
+    it('makes a take-over that races an uncommitted completion wait for it, then replay it', async () => {
+      const r = ref();
+      const { token } = await acquire(store, r, 300);
+      const tx = await store.beginTransaction();
+      await insertEffect(tx.tx, r.key);
+      await tx.complete(r, token, ok('committed'));
+      await sleep(350); // the committed row now shows an expired lease
+      let settled = false;
+      const racing = store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 }).finally(() => (settled = true));
+      await sleep(300);
+      expect(settled).toBe(false); // its UPDATE waits on the completion's row lock
+      await tx.commit();
+      const claim = await racing;
+      expect(claim.kind).toBe('completed');
+      expect(claim.kind === 'completed' && new TextDecoder().decode(claim.response.body!)).toBe('committed');
+      expect(await effectCount(r.key)).toBe(1);
+    });
+
+    it('refuses a completion that would run after the transaction ended (a COMMIT in the handler)', async () => {
+      const r = ref();
+      const { token } = await acquire(store, r);
+      const tx = await store.beginTransaction();
+      await tx.tx.query('COMMIT');
+      const error = await tx.complete(r, token, ok()).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'ERR_IDEMKIT_TRANSACTION_ENDED', message: expect.stringMatching(/after the transaction had ended/) });
+      await tx.rollback();
+    });
+
+    it('runs a handler through withIdempotency with ctx.tx as the mysql2 connection', async () => {
+      let executions = 0;
+      const handle = withIdempotency<PoolConnection>(
+        async (request, ctx) => {
+          executions++;
+          const key = request.headers.get('idempotency-key')!;
+          await ctx!.tx.execute(`INSERT INTO \`${effects}\` (id, note) VALUES (?, 'paid')`, [key]);
+          if (key.startsWith('fail')) throw new Error('card declined after the insert');
+          return Response.json({ paid: true }, { status: 201 });
+        },
+        { store, transactional: true },
+      );
+      const key = `k-${randomUUID()}`;
+      const [first, second] = [await handle(post(key)), await handle(post(key))];
+      expect([first.status, second.status]).toEqual([201, 201]);
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(await effectCount(key)).toBe(1);
+
+      const failing = `fail-${randomUUID()}`;
+      expect((await handle(post(failing))).status).toBe(500);
+      expect(await effectCount(failing)).toBe(0);
+      expect(await store.get({ scope: '', key: failing })).toBeUndefined();
+      expect((await handle(post(failing))).status).toBe(500); // released: the retry runs again
+      expect(executions).toBe(3);
+    });
+  });
+
+  describe('connection failures', () => {
+    let table: string;
+    beforeAll(async () => {
+      table = newTable('faults');
+      await mysqlStore({ pool: main, table }).migrate();
+    });
+
+    it('recognises its own write when the answer was lost with the connection', async () => {
+      let lose = (sql: string) => sql.startsWith('INSERT');
+      const spy = spyPool(main, {
+        async onExecute(sql, run, connection) {
+          const result = await run();
+          if (!lose(sql)) return result;
+          lose = () => false;
+          connection.destroy();
+          throw Object.assign(new Error('Connection lost: The server closed the connection.'), { fatal: true, code: 'PROTOCOL_CONNECTION_LOST' });
+        },
+      });
+      const store = mysqlStore({ pool: spy.pool, table });
+      const r = ref();
+      const claim = await store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 });
+      expect(claim).toMatchObject({ kind: 'acquired', takeover: false });
+      expect((await store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 })).kind).toBe('in_flight');
+
+      lose = (sql) => sql.startsWith('UPDATE') && sql.includes("state = 'completed'");
+      await store.complete(r, (claim as { token: string }).token, ok('landed'));
+      expect((await store.get(r))?.state).toBe('completed');
+      await expect(store.complete(r, (claim as { token: string }).token, ok('again'))).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it('never writes through a pooled connection that was left inside a transaction', async () => {
+      const pool = createPool({ ...BASE, connectionLimit: 1 });
+      try {
+        const leftOpen = await pool.getConnection();
+        await leftOpen.beginTransaction();
+        leftOpen.release();
+        const store = mysqlStore({ pool, table });
+        const r = ref();
+        await expect(store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 })).rejects.toBeInstanceOf(StoreUnavailableError);
+        expect(await mysqlStore({ pool: main, table }).get(r)).toBeUndefined(); // rolled back with the connection
+        expect((await store.claim(r, 'fp', { leaseMs: 10_000, windowMs: 60_000 })).kind).toBe('acquired');
+      } finally {
+        await pool.end();
+      }
+    });
+  });
+
+  describe('outages through the web adapter', () => {
+    let table: string;
+    beforeAll(async () => {
+      table = newTable('outage');
+      await mysqlStore({ pool: main, table }).migrate();
+    });
+
+    /** A protected endpoint that counts how often its handler really ran. */
+    const app = (store: IdempotencyStore, options: Partial<IdempotencyOptions<Request>> = {}) => {
+      const state = { executions: 0 };
+      const handle = withIdempotency(
+        async () => {
+          state.executions++;
+          return Response.json({ charged: true }, { status: 201 });
+        },
+        { store, storeTimeoutMs: 300, ...options },
+      );
+      return { handle, state };
+    };
+    const expectUnavailable = async (response: Response, startedAt: number, withinMs: number) => {
+      expect(Date.now() - startedAt).toBeLessThan(withinMs);
+      expect(response.status).toBe(503);
+      expect(response.headers.get('content-type')).toContain('application/problem+json');
+      expect((await response.json()).type).toBe('https://idemkit.dev/problems/store-unavailable');
+    };
+
+    it('answers 503 while nothing listens on the port, and recovers once the server is reachable', async () => {
+      const port = await closedPort();
+      const pool = createPool({ ...BASE, port, connectionLimit: 2, connectTimeout: 1_000 });
+      const { handle, state } = app(mysqlStore({ pool, table, statementTimeoutMs: 2_000 }), { storeTimeoutMs: 1_500 });
+      const key = `k-${randomUUID()}`;
+      try {
+        for (let i = 0; i < 3; i++) {
+          const startedAt = Date.now();
+          await expectUnavailable(await handle(post(key)), startedAt, 1_500);
+        }
+        expect(state.executions).toBe(0);
+        const forwarder = await startForwarder(MARIADB.port, port);
+        try {
+          expect((await handle(post(key))).status).toBe(201);
+          expect((await handle(post(key))).headers.get('idempotent-replayed')).toBe('true');
+          expect(state.executions).toBe(1);
+        } finally {
+          await forwarder.close();
+        }
+      } finally {
+        await pool.end();
+      }
+    });
+
+    it('answers 503 at once when its connection is cut mid-statement, and recovers', async () => {
+      const proxy = await startTcpProxy(MARIADB.port);
+      const pool = createPool({ ...BASE, port: proxy.port, connectionLimit: 2 });
+      const { handle, state } = app(mysqlStore({ pool, table }), { storeTimeoutMs: 5_000 });
+      try {
+        expect((await handle(post(`k-${randomUUID()}`))).status).toBe(201); // a warm pool
+        proxy.pause();
+        const key = `k-${randomUUID()}`;
+        const startedAt = Date.now();
+        const pending = handle(post(key));
+        await sleep(100);
+        proxy.cut(); // the frozen statement's connection dies; the retry finds the proxy refusing
+        await expectUnavailable(await pending, startedAt, 2_000);
+        expect(state.executions).toBe(1);
+        proxy.resume();
+        expect((await handle(post(key))).status).toBe(201);
+        expect(state.executions).toBe(2);
+      } finally {
+        await pool.end();
+        await proxy.close();
+      }
+    });
+
+    it('keeps the record when the connection is cut between claim and completion', async () => {
+      const proxy = await startTcpProxy(MARIADB.port);
+      const pool = createPool({ ...BASE, port: proxy.port, connectionLimit: 2 });
+      const store = mysqlStore({ pool, table });
+      let executions = 0;
+      const handle = withIdempotency(
+        async () => {
+          executions++;
+          proxy.cut(); // every pooled connection dies while the handler runs
+          return Response.json({ charged: true }, { status: 201 });
+        },
+        { store, storeTimeoutMs: 2_000 },
+      );
+      try {
+        const key = `k-${randomUUID()}`;
+        expect((await handle(post(key))).status).toBe(201);
+        const replay = await handle(post(key));
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(executions).toBe(1);
+      } finally {
+        await pool.end();
+        await proxy.close();
+      }
+    });
+
+    it('answers 503 within storeTimeoutMs while the connection is frozen, never runs the handler, recovers on resume', async () => {
+      const proxy = await startTcpProxy(MARIADB.port);
+      const pool = createPool({ ...BASE, port: proxy.port, connectionLimit: 2 });
+      const { handle, state } = app(mysqlStore({ pool, table, statementTimeoutMs: 1_000 }));
+      try {
+        expect((await handle(post(`k-${randomUUID()}`))).status).toBe(201);
+        proxy.pause();
+        const key = `k-${randomUUID()}`;
+        for (let i = 0; i < 3; i++) {
+          const startedAt = Date.now();
+          await expectUnavailable(await handle(post(key)), startedAt, 1_000);
+        }
+        expect(state.executions).toBe(1);
+        // Resume only once the store has destroyed the frozen connections: resumed, their claims
+        // would land after the adapter gave up and hold the key until the lease ends.
+        await sleep(1_100);
+        proxy.resume();
+        expect((await handle(post(key))).status).toBe(201);
+        expect(state.executions).toBe(2);
+      } finally {
+        await pool.end();
+        await proxy.close();
+      }
+    });
+
+    it('destroys a connection frozen for good, so the pool recovers without it', async () => {
+      const forwarder = await startForwarder(MARIADB.port);
+      const pool = createPool({ ...BASE, port: forwarder.port, connectionLimit: 1 });
+      const spy = spyPool(pool);
+      const store = mysqlStore({ pool: spy.pool, table, statementTimeoutMs: 500 });
+      const { handle, state } = app(store);
+      const r = ref();
+      try {
+        await acquire(store, r); // the pool's only connection is now open
+        forwarder.freezeOpen(); // …and silently dead, while new connections still work
+        const startedAt = Date.now();
+        await expectUnavailable(await handle(post(`k-${randomUUID()}`)), startedAt, 1_000);
+        // The store's deadline (500 ms) destroys the frozen connection; it never comes back.
+        for (const started = Date.now(); spy.destroyed() === 0 && Date.now() - started < 5_000; ) await sleep(50);
+        expect(spy.destroyed()).toBe(1);
+        expect((await handle(post(`k-${randomUUID()}`))).status).toBe(201);
+        expect(state.executions).toBe(1);
+      } finally {
+        await pool.end();
+        await forwarder.close();
+      }
+    });
+
+    it('gives up on a server that accepts but never answers within connectTimeout', async () => {
+      const silent = await startSilentServer();
+      const pool = createPool({ ...BASE, port: silent.port, connectionLimit: 1, connectTimeout: 500 });
+      const { handle, state } = app(mysqlStore({ pool, table, statementTimeoutMs: 5_000 }), { storeTimeoutMs: 5_000 });
+      try {
+        // Twice on a one-connection pool: the half-open connection must not stay in it.
+        for (let i = 0; i < 2; i++) {
+          const startedAt = Date.now();
+          await expectUnavailable(await handle(post(`k-${randomUUID()}`)), startedAt, 2_000);
+        }
+        expect(state.executions).toBe(0);
+      } finally {
+        await pool.end();
+        await silent.close();
+      }
+    });
+  });
+});
+
+function post(key: string): Request {
+  return new Request('http://local/charges', {
+    method: 'POST',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    body: '{"amount":100}',
+  });
+}

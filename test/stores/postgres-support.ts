@@ -1,0 +1,158 @@
+/**
+ * Helpers for the PostgreSQL suites: pools on the shared local server, a unique table per run,
+ * and a throwaway cluster for tests that must stop a server.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../src/stores/postgres.js';
+
+const run = promisify(execFile);
+
+/** The machine's shared server: trust auth, database `test`. Never stopped or reconfigured here. */
+export const SHARED = { host: '127.0.0.1', port: 5432, user: process.env.PGUSER ?? 'postgres', database: 'test' } as const;
+
+/** A pool whose idle-connection errors are expected in these suites (a pg Pool without a listener would crash). */
+export function newPool(config: pg.PoolConfig = {}): pg.Pool {
+  const pool = new pg.Pool({ ...SHARED, max: 5, ...config });
+  pool.on('error', () => {});
+  return pool;
+}
+
+export const uniqueTable = () => `idem_test_${randomBytes(5).toString('hex')}`;
+
+export async function dropTable(pool: pg.Pool, table: string): Promise<void> {
+  await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls until `check` holds: for waiting on a state another connection reaches, not on time. */
+export async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** A structural pool that counts statements: each node-postgres query is one round trip. */
+export function countingPool(pool: pg.Pool) {
+  const seen: string[] = [];
+  const counted = <T extends { query(text: string, values?: unknown[]): Promise<PostgresQueryResult> }>(target: T) =>
+    (text: string, values?: unknown[]) => {
+      seen.push(text.trim().split(/\s+/).slice(0, 3).join(' '));
+      return target.query(text, values);
+    };
+  const wrapped: PostgresPool<PostgresClient & { readonly raw: pg.PoolClient }> = {
+    query: counted(pool),
+    async connect() {
+      const raw = await pool.connect();
+      return {
+        raw,
+        query: counted(raw),
+        release: (error?: Error | boolean) => raw.release(error),
+        on: (event: 'error', listener: (error: Error) => void) => raw.on(event, listener),
+        removeListener: (event: 'error', listener: (error: Error) => void) => raw.removeListener(event, listener),
+      };
+    },
+  };
+  return {
+    pool: wrapped,
+    /** Statements since the last call, as their first three words. */
+    take(): string[] {
+      return seen.splice(0);
+    },
+  };
+}
+
+/** A TCP port that was free a moment ago (nothing listens on it now). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * A private PostgreSQL cluster in a temp dir, for tests that stop the server. initdb refuses to
+ * run as root, so as root the binaries run as the `postgres` user, in a dir that user owns.
+ */
+export class ThrowawayCluster {
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+    private readonly asUser: string[],
+  ) {}
+
+  static async available(): Promise<boolean> {
+    try {
+      await run('initdb', ['--version']);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  static async create(): Promise<ThrowawayCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-pg-'));
+    const asUser: string[] = [];
+    if (process.getuid?.() === 0) {
+      const uid = Number((await run('id', ['-u', 'postgres'])).stdout);
+      const gid = Number((await run('id', ['-g', 'postgres'])).stdout);
+      chownSync(dir, uid, gid);
+      asUser.push('runuser', '-u', 'postgres', '--');
+    }
+    const cluster = new ThrowawayCluster(dir, await freePort(), asUser);
+    await cluster.exec('initdb', ['-D', cluster.data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+    await cluster.start();
+    return cluster;
+  }
+
+  get data(): string {
+    return join(this.dir, 'data');
+  }
+
+  async start(): Promise<void> {
+    const settings = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+    await this.exec('pg_ctl', ['-D', this.data, '-l', join(this.dir, 'log'), '-o', settings, '-w', 'start']);
+  }
+
+  /** Stops the server the hard way, as a crash would (recovery runs on the next start). */
+  async stopImmediately(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', this.data, '-m', 'immediate', '-w', 'stop']);
+  }
+
+  /** Stops the server if it runs (by pg_ctl, then by the pid in postmaster.pid) and removes the dir. */
+  async destroy(): Promise<void> {
+    await this.stopImmediately().catch(() => {});
+    const pidFile = join(this.data, 'postmaster.pid');
+    if (existsSync(pidFile)) {
+      const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+      if (Number.isInteger(pid) && pid > 0) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
+      }
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  pool(config: pg.PoolConfig = {}): pg.Pool {
+    return newPool({ host: '127.0.0.1', port: this.port, user: 'postgres', database: 'postgres', ...config });
+  }
+
+  private async exec(command: string, args: string[]): Promise<void> {
+    const [file, ...rest] = [...this.asUser, command, ...args] as [string, ...string[]];
+    await run(file, rest, { cwd: this.dir });
+  }
+}

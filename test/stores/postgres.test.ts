@@ -1,0 +1,470 @@
+import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import type { RecordRef, StoredResponse } from '../../src/core/store.js';
+import { withIdempotency } from '../../src/http/web.js';
+import type { PostgresClient, PostgresPool, PostgresStore } from '../../src/stores/postgres.js';
+import { postgresSchemaSql, postgresStore } from '../../src/stores/postgres.js';
+import { POSTGRES, requireService } from '../support/services.js';
+import { describeStoreContract } from './contract.js';
+import { countingPool, dropTable, newPool, sleep, uniqueTable, until } from './postgres-support.js';
+
+const up = await requireService(POSTGRES);
+
+const ok: StoredResponse = { status: 201, headers: [['content-type', 'text/plain']], body: new TextEncoder().encode('done'), bodyOmitted: false };
+const ref = (): RecordRef => ({ scope: `s-${randomUUID()}`, key: `k-${randomUUID()}` });
+const opts = { leaseMs: 10_000, windowMs: 60_000 };
+
+describe.skipIf(!up)('postgres store', () => {
+  describeStoreContract('postgres', async () => {
+    const pool = newPool({ max: 10 });
+    const table = uniqueTable();
+    const store = postgresStore({ pool, table, maxResponseBytes: 64 * 1024 });
+    await store.migrate();
+    return {
+      store,
+      advance: sleep,
+      close: async () => {
+        await dropTable(pool, table);
+        await pool.end();
+      },
+    };
+  });
+
+  describe('postgresStore', () => {
+    let pool: pg.Pool;
+    let table: string;
+    let store: PostgresStore<pg.PoolClient>;
+    const pools: pg.Pool[] = [];
+    const morePools = (n: number) => {
+      const created = Array.from({ length: n }, () => newPool({ max: 4 }));
+      pools.push(...created);
+      return created;
+    };
+    const acquire = async (r: RecordRef, leaseMs = opts.leaseMs) => {
+      const claim = await store.claim(r, 'fp', { ...opts, leaseMs });
+      if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+      return claim;
+    };
+    /** Ends the lease on the server's clock, without waiting for it. */
+    const expireLease = (r: RecordRef) =>
+      pool.query(`UPDATE "${table}" SET lease_until = now() - interval '1 second' WHERE scope = $1 AND key = $2`, [r.scope, r.key]);
+
+    beforeAll(async () => {
+      pool = newPool({ max: 8 });
+      table = uniqueTable();
+      store = postgresStore({ pool, table });
+      await store.migrate();
+      await pool.query(`CREATE TABLE "${table}_effects" (key text NOT NULL, note text)`);
+    });
+    afterAll(async () => {
+      await Promise.all(pools.map((p) => p.end()));
+      if (!pool) return;
+      await pool.query(`DROP TABLE IF EXISTS "${table}_effects"`);
+      await dropTable(pool, table);
+      await pool.end();
+    });
+    const effects = async (key: string) =>
+      Number((await pool.query(`SELECT count(*) AS n FROM "${table}_effects" WHERE key = $1`, [key])).rows[0].n);
+
+    describe('schema', () => {
+      // After changing the schema, regenerate the file:
+      // node --import tsx -e "import('./src/stores/postgres-sql.ts').then((m) => process.stdout.write(m.postgresSchemaSql()))" > sql/postgres.sql
+      it('ships sql/postgres.sql as exactly the text migrate() runs', async () => {
+        const file = readFileSync(new URL('../../sql/postgres.sql', import.meta.url), 'utf8');
+        expect(file).toBe(postgresSchemaSql());
+        const ran: string[] = [];
+        const recorder: PostgresPool = {
+          async query(text) {
+            ran.push(text);
+            return { rows: [], rowCount: 0 };
+          },
+          connect: () => Promise.reject(new Error('unused')),
+        };
+        await postgresStore({ pool: recorder }).migrate();
+        expect(ran).toEqual([file]);
+      });
+
+      it('migrates twice, and from several pools at once, onto a fresh table', async () => {
+        const fresh = uniqueTable();
+        const stores = morePools(4).map((p) => postgresStore({ pool: p, table: fresh }));
+        try {
+          await Promise.all(stores.map((s) => s.migrate()));
+          await Promise.all(stores.map((s) => s.migrate()));
+          await stores[0]!.migrate();
+          const objects = await pool.query(
+            `SELECT (SELECT count(*) FROM pg_class WHERE relname IN ($1, $2)) AS relations,
+                    (SELECT count(*) FROM pg_proc WHERE proname = $3) AS functions`,
+            [fresh, `${fresh}_expires_at`, `${fresh}_claim`],
+          );
+          expect(objects.rows[0]).toEqual({ relations: '2', functions: '1' });
+          const r = ref();
+          expect((await stores[1]!.claim(r, 'fp', opts)).kind).toBe('acquired');
+          expect((await stores[2]!.claim(r, 'fp', opts)).kind).toBe('in_flight');
+        } finally {
+          await dropTable(pool, fresh);
+        }
+      });
+
+      it('does not lock the table when migrating an existing schema (claims go on behind a long transaction)', async () => {
+        const long = await pool.connect();
+        try {
+          await long.query('BEGIN');
+          await long.query(`LOCK TABLE "${table}" IN ROW EXCLUSIVE MODE`);
+          const migrated = await Promise.race([store.migrate().then(() => 'migrated'), sleep(3000).then(() => 'blocked')]);
+          expect(migrated).toBe('migrated');
+        } finally {
+          await long.query('ROLLBACK');
+          long.release();
+        }
+      });
+
+      it('points at migrate() when the schema is missing', async () => {
+        const bare = postgresStore({ pool, table: uniqueTable() });
+        const error = await bare.claim(ref(), 'fp', opts).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        expect((error as Error).message).toMatch(/migrate\(\)/);
+      });
+    });
+
+    describe('options', () => {
+      it.each([
+        ['table', 'x; DROP TABLE y'],
+        ['table', 'Records'],
+        ['table', 'idem"x'],
+        ['table', ''],
+        ['table', '1abc'],
+        ['table', 'a'.repeat(53)],
+        ['table', 42],
+        ['schema', 'public.x'],
+        ['schema', 'a b'],
+        ['schema', 'a'.repeat(64)],
+      ])('refuses %s = %j, naming the option', (option, value) => {
+        const make = () => postgresStore({ pool, [option]: value } as never);
+        expect(make).toThrow(InvalidOptionError);
+        expect(make).toThrow(new RegExp(`\`${option}\``));
+      });
+
+      it('refuses the same names when generating the schema SQL', () => {
+        expect(() => postgresSchemaSql({ table: 'x; DROP TABLE y' })).toThrow(/`table`/);
+        expect(() => postgresSchemaSql({ schema: 'Public' })).toThrow(/`schema`/);
+        expect(postgresSchemaSql({ schema: 'billing', table: 'idem' })).toContain('CREATE TABLE IF NOT EXISTS "billing"."idem"');
+      });
+
+      it('accepts plain identifiers up to the limits', () => {
+        expect(postgresStore({ pool, table: 'a'.repeat(52), schema: 'b'.repeat(63) }).name).toBe('postgres');
+      });
+
+      it('refuses a missing pool and a bad maxResponseBytes', () => {
+        expect(() => postgresStore({} as never)).toThrow(/`pool`/);
+        expect(() => postgresStore({ pool: { query: () => {} } as never })).toThrow(/`pool`/);
+        expect(() => postgresStore({ pool, maxResponseBytes: -1 })).toThrow(/maxResponseBytes/);
+        expect(() => postgresStore({ pool, maxResponseBytes: 2 ** 30 })).toThrow(/maxResponseBytes/);
+      });
+    });
+
+    describe('claims', () => {
+      it('gives exactly one winner among 200 concurrent claims from 4 pools', async () => {
+        const r = ref();
+        const stores = morePools(4).map((p) => postgresStore({ pool: p, table }));
+        const claims = await Promise.all(Array.from({ length: 200 }, (_, i) => stores[i % 4]!.claim(r, 'fp', opts)));
+        expect(claims.filter((c) => c.kind === 'acquired')).toHaveLength(1);
+        expect(claims.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
+      });
+
+      it('gives exactly one take-over among 200 concurrent claims of an expired lease from 4 pools', async () => {
+        const r = ref();
+        const first = await acquire(r);
+        await store.checkpoint(r, first.token, 'charged', { id: 7 });
+        await expireLease(r);
+        const stores = morePools(4).map((p) => postgresStore({ pool: p, table }));
+        const claims = await Promise.all(Array.from({ length: 200 }, (_, i) => stores[i % 4]!.claim(r, 'fp', opts)));
+        const won = claims.filter((c) => c.kind === 'acquired');
+        expect(won).toEqual([expect.objectContaining({ takeover: true, resumeFrom: 'charged', recoveryData: { id: 7 } })]);
+        expect(claims.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
+      });
+
+      it('decides leases on the server clock, not the app clock', async () => {
+        const r = ref();
+        await acquire(r);
+        const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.now() + 3_600_000);
+        try {
+          expect((await store.claim(r, 'fp', opts)).kind).toBe('in_flight');
+        } finally {
+          spy.mockRestore();
+        }
+        const record = await store.get(r);
+        // The lease on record came from the server's clock (same host: within a few seconds of ours).
+        expect(Math.abs(record!.leaseUntil - (Date.now() + opts.leaseMs))).toBeLessThan(5_000);
+      });
+
+      it('answers a replay, an in-flight claim and a mismatch without writing or locking the row', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        const version = async () =>
+          (await pool.query(`SELECT xmin::text, xmax::text FROM "${table}" WHERE scope = $1 AND key = $2`, [r.scope, r.key])).rows[0];
+        const inFlight = await version();
+        expect((await store.claim(r, 'fp', opts)).kind).toBe('in_flight');
+        expect((await store.claim(r, 'other', opts)).kind).toBe('mismatch');
+        expect(await version()).toEqual(inFlight);
+        await store.complete(r, token, ok);
+        const completed = await version();
+        expect((await store.claim(r, 'fp', opts)).kind).toBe('completed');
+        expect(await version()).toEqual(completed);
+        expect(completed.xmax).toBe('0');
+      });
+
+      it('makes a take-over that races a committing completion wait for it, then replay', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        await expireLease(r);
+        const tx = await store.beginTransaction();
+        await tx.complete(r, token, ok);
+        // The row is locked by the uncommitted completion; this claim first reads "lease expired".
+        const racing = store.claim(r, 'fp', opts);
+        await until(
+          async () =>
+            (await pool.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%${table}_claim%'`))
+              .rows[0].n === '1',
+          'the claim to wait on the row lock',
+        );
+        await tx.commit();
+        const claim = await racing;
+        expect(claim.kind).toBe('completed');
+      });
+    });
+
+    describe('transactional mode', () => {
+      it('commits the business write and the completion together', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        const tx = await store.beginTransaction();
+        await tx.tx.query(`INSERT INTO "${table}_effects" (key) VALUES ($1)`, [r.key]);
+        await tx.complete(r, token, ok);
+        await tx.commit();
+        expect(await effects(r.key)).toBe(1);
+        expect((await store.get(r))?.state).toBe('completed');
+      });
+
+      it('rolls back both together', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        const tx = await store.beginTransaction();
+        await tx.tx.query(`INSERT INTO "${table}_effects" (key) VALUES ($1)`, [r.key]);
+        await tx.checkpoint(r, token, 'inserted');
+        await tx.complete(r, token, ok);
+        await tx.rollback();
+        expect(await effects(r.key)).toBe(0);
+        expect(await store.get(r)).toMatchObject({ state: 'in_flight', recoveryPoint: undefined });
+      });
+
+      it('refuses a stale token inside the transaction, so the business write rolls back', async () => {
+        const r = ref();
+        const first = await acquire(r);
+        await expireLease(r);
+        const second = await acquire(r);
+        expect(second.takeover).toBe(true);
+        const late = await store.beginTransaction();
+        await late.tx.query(`INSERT INTO "${table}_effects" (key) VALUES ($1)`, [r.key]);
+        await expect(late.checkpoint(r, first.token, 'x')).rejects.toBeInstanceOf(LeaseLostError);
+        await late.rollback();
+        const again = await store.beginTransaction();
+        await again.tx.query(`INSERT INTO "${table}_effects" (key) VALUES ($1)`, [r.key]);
+        await expect(again.complete(r, first.token, ok)).rejects.toBeInstanceOf(LeaseLostError);
+        await again.rollback();
+        expect(await effects(r.key)).toBe(0);
+        expect((await store.get(r))?.state).toBe('in_flight');
+      });
+
+      it('refuses to report a commit that PostgreSQL turned into a rollback', async () => {
+        const own = newPool({ max: 1 });
+        pools.push(own);
+        const tx = await postgresStore({ pool: own, table }).beginTransaction();
+        await tx.tx.query('SELECT 1 / 0').catch(() => {});
+        await expect(tx.commit()).rejects.toThrow(/COMMIT rolled it back/);
+        // The connection itself is healthy, so it went back to the pool rather than being discarded.
+        expect([own.totalCount, own.idleCount]).toEqual([1, 1]);
+        await tx.rollback();
+        expect((await own.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      });
+
+      it('discards a client whose connection died mid-transaction, without crashing', async () => {
+        const own = newPool({ max: 1 });
+        pools.push(own);
+        const s = postgresStore({ pool: own, table });
+        const tx = await s.beginTransaction();
+        const pid = (await tx.tx.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+        await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        await until(async () => (await pool.query('SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1', [pid])).rows[0].n === '0', 'the backend to exit');
+        await expect(tx.commit()).rejects.toBeInstanceOf(StoreUnavailableError);
+        expect(own.totalCount).toBe(0);
+        // The pool of one connection works again.
+        expect((await s.claim(ref(), 'fp', opts)).kind).toBe('acquired');
+      });
+
+      it('refuses statements on a transaction that has ended, since its client is back in the pool', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        const counting = countingPool(pool);
+        const tx = await postgresStore({ pool: counting.pool, table }).beginTransaction();
+        await tx.commit();
+        counting.take();
+        await expect(tx.complete(r, token, ok)).rejects.toMatchObject({ code: 'ERR_IDEMKIT_TRANSACTION_ENDED' });
+        await expect(tx.checkpoint(r, token, 'x')).rejects.toMatchObject({ code: 'ERR_IDEMKIT_TRANSACTION_ENDED' });
+        await tx.rollback();
+        expect(counting.take()).toEqual([]);
+        expect((await store.get(r))?.state).toBe('in_flight');
+      });
+
+      it('runs a web handler on ctx.tx and commits its write with the record', async () => {
+        let executions = 0;
+        const handle = withIdempotency<pg.PoolClient>(
+          async (request, ctx) => {
+            executions++;
+            await ctx!.tx.query(`INSERT INTO "${table}_effects" (key, note) VALUES ($1, $2)`, [ctx!.key, await request.text()]);
+            if (ctx!.key.endsWith('-fail')) throw new Error('boom');
+            return new Response('charged', { status: 201 });
+          },
+          { store, transactional: true, scope: () => 'web' },
+        );
+        const post = (key: string) => handle(new Request('http://local/charges', { method: 'POST', headers: { 'idempotency-key': key }, body: 'x' }));
+        const key = `k-${randomUUID()}`;
+        expect((await post(key)).status).toBe(201);
+        const replay = await post(key);
+        expect(replay.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(await effects(key)).toBe(1);
+        const failing = `k-${randomUUID()}-fail`;
+        expect((await post(failing)).status).toBe(500);
+        expect(await effects(failing)).toBe(0);
+        expect(await store.get({ scope: 'web', key: failing })).toBeUndefined();
+        expect(executions).toBe(2);
+      });
+    });
+
+    describe('reaper', () => {
+      it('deletes each expired row once from 3 pools at once, and no live row', async () => {
+        // A table of its own, so the expected count is exact.
+        const reapTable = uniqueTable();
+        await postgresStore({ pool, table: reapTable }).migrate();
+        const scope = 'reap';
+        const insert = (state: string, lease: string, expires: string, n: number, prefix: string) =>
+          pool.query(
+            `INSERT INTO "${reapTable}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers)
+             SELECT $1, $2 || i, 'fp', $3, md5(random()::text), 1, now() + $4::interval, now() + $5::interval, 200, '[]'
+               FROM generate_series(1, $6) AS i`,
+            [scope, prefix, state, lease, expires, n],
+          );
+        await insert('completed', '-1 hour', '-1 minute', 300, 'done-');
+        await insert('in_flight', '-1 hour', '-1 minute', 200, 'dead-');
+        await insert('in_flight', '1 hour', '-1 minute', 20, 'live-lease-');
+        await insert('completed', '-1 hour', '1 hour', 20, 'in-window-');
+        const reapers = morePools(3).map((p) => postgresStore({ pool: p, table: reapTable }));
+        const counts = await Promise.all(
+          reapers.map(async (reaper) => {
+            let total = 0;
+            for (let n = -1; n !== 0; total += n) {
+              n = await reaper.reap(25);
+              expect(n).toBeLessThanOrEqual(25);
+            }
+            return total;
+          }),
+        );
+        const left = await pool.query(`SELECT key FROM "${reapTable}"`);
+        await dropTable(pool, reapTable);
+        expect(counts.reduce((a, b) => a + b, 0)).toBe(500);
+        expect(left.rows.map((row: { key: string }) => row.key.replace(/\d+$/, '')).sort()).toEqual([
+          ...Array<string>(20).fill('in-window-'),
+          ...Array<string>(20).fill('live-lease-'),
+        ]);
+      });
+    });
+
+    describe('bad rows', () => {
+      const corrupt = async (r: RecordRef, set: string) => {
+        await pool.query(`UPDATE "${table}" SET ${set} WHERE scope = $1 AND key = $2`, [r.scope, r.key]);
+      };
+      const namesTheKey = (r: RecordRef) => (error: unknown) => {
+        expect(error).toBeInstanceOf(IdemkitError);
+        expect((error as IdemkitError).code).toBe('ERR_IDEMKIT_CORRUPT_RECORD');
+        expect((error as Error).message).toContain(r.key);
+        expect((error as Error).message).toContain(r.scope);
+        return true;
+      };
+
+      it('names the key when stored headers are not a header list', async () => {
+        const r = ref();
+        const { token } = await acquire(r);
+        await store.complete(r, token, ok);
+        await corrupt(r, `headers = '{"content-type": "text/plain"}'`);
+        expect(namesTheKey(r)(await store.claim(r, 'fp', opts).catch((e: unknown) => e))).toBe(true);
+        expect(namesTheKey(r)(await store.get(r).catch((e: unknown) => e))).toBe(true);
+        // Other keys are unaffected.
+        expect((await store.claim(ref(), 'fp', opts)).kind).toBe('acquired');
+      });
+
+      it('names the key when recovery data is not JSON', async () => {
+        const r = ref();
+        await acquire(r);
+        await corrupt(r, `recovery_data = '{not json'`);
+        expect(namesTheKey(r)(await store.get(r).catch((e: unknown) => e))).toBe(true);
+        await expireLease(r);
+        expect(namesTheKey(r)(await store.claim(r, 'fp', opts).catch((e: unknown) => e))).toBe(true);
+      });
+    });
+
+    describe('round trips', () => {
+      it('costs one statement per claim, completion and replay; transactions add only their own statements', async () => {
+        const counting = countingPool(pool);
+        const s = postgresStore({ pool: counting.pool, table });
+        const r = ref();
+        const claim = await s.claim(r, 'fp', opts);
+        expect(counting.take()).toEqual([`SELECT outcome, retry_after_ms,`]);
+        if (claim.kind !== 'acquired') throw new Error(claim.kind);
+        await s.complete(r, claim.token, ok);
+        expect(counting.take()).toEqual([`UPDATE "public"."${table}" SET`]);
+        expect((await s.claim(r, 'fp', opts)).kind).toBe('completed');
+        expect(counting.take()).toHaveLength(1);
+
+        const r2 = ref();
+        const second = await s.claim(r2, 'fp', opts);
+        if (second.kind !== 'acquired') throw new Error(second.kind);
+        counting.take();
+        const tx = await s.beginTransaction();
+        expect(counting.take()).toEqual(['BEGIN']);
+        await tx.tx.query(`INSERT INTO "${table}_effects" (key) VALUES ($1)`, [r2.key]);
+        counting.take();
+        await tx.complete(r2, second.token, ok);
+        expect(counting.take()).toEqual([`UPDATE "public"."${table}" SET`]);
+        await tx.commit();
+        expect(counting.take()).toEqual(['COMMIT']);
+        expect((await store.get(r2))?.state).toBe('completed');
+      });
+
+      it('costs a web request 2 statements, a replay 1, and transactional mode only BEGIN and COMMIT more', async () => {
+        const counting = countingPool(pool);
+        const s = postgresStore({ pool: counting.pool, table });
+        const claim = 'SELECT outcome, retry_after_ms,';
+        const complete = `UPDATE "public"."${table}" SET`;
+        for (const transactional of [false, true]) {
+          const handle = withIdempotency<PostgresClient>(
+            async (_request, ctx) => {
+              if (ctx?.tx) await ctx.tx.query('SELECT 1');
+              return new Response('ok', { status: 201 });
+            },
+            { store: s, transactional, scope: () => 'round-trips' },
+          );
+          const key = `k-${randomUUID()}`;
+          const post = () => handle(new Request('http://local/x', { method: 'POST', headers: { 'idempotency-key': key }, body: '{}' }));
+          counting.take();
+          expect((await post()).status).toBe(201);
+          expect(counting.take()).toEqual(transactional ? [claim, 'BEGIN', 'SELECT 1', complete, 'COMMIT'] : [claim, complete]);
+          expect((await post()).headers.get('idempotent-replayed')).toBe('true');
+          expect(counting.take()).toEqual([claim]);
+        }
+      });
+    });
+  });
+});

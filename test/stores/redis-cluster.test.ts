@@ -1,0 +1,91 @@
+/**
+ * The store on a real Redis Cluster: three masters started from the machine's redis-server,
+ * joined by `redis-cli --cluster create`, and stopped by pid afterwards.
+ */
+import { randomUUID } from 'node:crypto';
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoredResponse } from '../../src/core/store.js';
+import { redisStore } from '../../src/stores/redis.js';
+import type { RedisClusterHandle } from '../support/redis-servers.js';
+import { deleteKeys, requireRedisBinaries, sleep, startRedisCluster } from '../support/redis-servers.js';
+import { describeStoreContract } from './contract.js';
+
+const binaries = requireRedisBinaries();
+const ok: StoredResponse = { status: 200, headers: [], body: new TextEncoder().encode('ok'), bodyOmitted: false };
+const opts = { leaseMs: 5_000, windowMs: 60_000 };
+
+/** The recommended client settings (docs/stores/redis.md), on a Cluster. */
+async function connectCluster(cluster: RedisClusterHandle): Promise<Cluster> {
+  const client = new Cluster([...cluster.nodes], { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
+  client.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve);
+    client.once('end', () => reject(new Error('the cluster client gave up connecting')));
+  });
+  return client;
+}
+
+describe.skipIf(!binaries)('redis store on a 3-master Redis Cluster', () => {
+  // Started once, by whichever hook needs it first; stopped after every suite in this file.
+  let started: Promise<RedisClusterHandle> | undefined;
+  const cluster = () => (started ??= startRedisCluster(3));
+  afterAll(async () => {
+    await (await started?.catch(() => undefined))?.stop();
+  });
+
+  describeStoreContract('redis cluster', async () => {
+    const client = await connectCluster(await cluster());
+    return { store: redisStore({ client, prefix: 'contract' }), advance: sleep, close: () => void client.disconnect() };
+  });
+
+  describe('routing', () => {
+    let client: Cluster;
+    beforeAll(async () => {
+      client = await connectCluster(await cluster());
+    });
+    afterAll(() => client?.disconnect());
+
+    it('spreads records over every master, each a one-key script on its own slot', async () => {
+      const store = redisStore({ client, prefix: 'spread' });
+      for (let i = 0; i < 60; i++) {
+        const claim = await store.claim({ scope: 't', key: `k-${i}` }, 'fp', opts);
+        expect(claim.kind).toBe('acquired');
+      }
+      const masters = client.nodes('master');
+      expect(masters).toHaveLength(3);
+      // Deleting them counts them, per master.
+      const counts = await Promise.all(masters.map((node) => deleteKeys(node, 'spread:*')));
+      for (const n of counts) expect(n).toBeGreaterThan(0);
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(60);
+    });
+
+    it('keeps braces in scopes and keys out of the hash tag', async () => {
+      const store = redisStore({ client, prefix: 'braces' });
+      const refs = [
+        { scope: '{a}', key: 'k' },
+        { scope: 'a', key: '}{' },
+        { scope: '{', key: '{}' },
+      ];
+      for (const ref of refs) {
+        const claim = await store.claim(ref, 'fp', opts);
+        if (claim.kind !== 'acquired') throw new Error(claim.kind);
+        await store.complete(ref, claim.token, ok);
+      }
+      for (const ref of refs) expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
+      expect(new Set(refs.map((r) => store.keyOf(r))).size).toBe(3);
+    });
+
+    it('survives SCRIPT FLUSH on every master', async () => {
+      const store = redisStore({ client, prefix: 'flush' });
+      const ref = { scope: 't', key: randomUUID() };
+      const claim = await store.claim(ref, 'fp', opts);
+      if (claim.kind !== 'acquired') throw new Error(claim.kind);
+      await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+      await store.complete(ref, claim.token, ok);
+      await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+      const replay = await store.claim(ref, 'fp', opts);
+      expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('ok');
+    });
+  });
+});

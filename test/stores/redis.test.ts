@@ -1,0 +1,329 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import type { ClaimOptions, RecordRef, StoredResponse } from '../../src/core/store.js';
+import type { RedisArgument, RedisStore } from '../../src/stores/redis.js';
+import { redisStore } from '../../src/stores/redis.js';
+import type { RedisServer } from '../support/redis-servers.js';
+import { connectStoreClient, deleteKeys, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
+import { REDIS, requireService } from '../support/services.js';
+import { describeStoreContract } from './contract.js';
+
+const up = await requireService(REDIS);
+const binaries = up && requireRedisBinaries();
+/** Every key this run writes starts with this, so the run can delete exactly its own keys. */
+const RUN = `idemkit-test-${randomUUID().slice(0, 8)}`;
+const opts = { leaseMs: 5_000, windowMs: 60_000 };
+const ok: StoredResponse = { status: 201, headers: [['content-type', 'text/plain']], body: new TextEncoder().encode('ok'), bodyOmitted: false };
+
+/** Records the name of every command the client writes to its connection. */
+function commandLog(client: Redis): string[] {
+  const names: string[] = [];
+  const send = client.sendCommand.bind(client);
+  client.sendCommand = (command, stream) => {
+    names.push(command.name);
+    return send(command, stream);
+  };
+  return names;
+}
+
+async function acquire(store: RedisStore, ref: RecordRef = { scope: 's', key: randomUUID() }, o: ClaimOptions = opts) {
+  const claim = await store.claim(ref, 'fp', o);
+  if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+  return { ref, token: claim.token };
+}
+
+describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
+  describeStoreContract('redis', async () => {
+    const client = await connectStoreClient(REDIS.port);
+    return {
+      store: redisStore({ client, prefix: `${RUN}-contract`, maxResponseBytes: 256 * 1024 }),
+      advance: sleep,
+      close: async () => {
+        await deleteKeys(client, `${RUN}-contract:*`);
+        client.disconnect();
+      },
+    };
+  });
+
+  let client: Redis;
+  let admin: Redis;
+  let store: RedisStore;
+  beforeAll(async () => {
+    client = await connectStoreClient(REDIS.port);
+    admin = await connectStoreClient(REDIS.port);
+    store = redisStore({ client, prefix: RUN });
+  });
+  afterAll(async () => {
+    await deleteKeys(admin, `${RUN}:*`);
+    client?.disconnect();
+    admin?.disconnect();
+  });
+
+  it('lays a record out as one hash under <prefix>:{sha256}, with scope and key as fields', async () => {
+    const { ref } = await acquire(store, { scope: 'tenant}{', key: '{k}' });
+    const key = store.keyOf(ref);
+    expect(key).toMatch(new RegExp(`^${RUN}:\\{[0-9a-f]{64}\\}$`));
+    expect(await admin.type(key)).toBe('hash');
+    expect(await admin.hmget(key, 'scope', 'key', 'state')).toEqual(['tenant}{', '{k}', 'in_flight']);
+    // Pairs that would collide under naive concatenation get different keys.
+    expect(store.keyOf({ scope: 'a', key: 'bc' })).not.toBe(store.keyOf({ scope: 'ab', key: 'c' }));
+    expect(store.keyOf({ scope: 'a","b', key: 'c' })).not.toBe(store.keyOf({ scope: 'a', key: 'b","c' }));
+  });
+
+  it('costs one command per claim, completion and replay', async () => {
+    const sent = commandLog(client);
+    const ref = { scope: 's', key: randomUUID() };
+    const claim = await store.claim(ref, 'fp', opts);
+    expect(sent).toEqual(['evalsha']);
+    if (claim.kind !== 'acquired') throw new Error(claim.kind);
+    await store.complete(ref, claim.token, ok);
+    expect(sent).toEqual(['evalsha', 'evalsha']);
+    expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
+    expect(sent).toEqual(['evalsha', 'evalsha', 'evalsha']);
+  });
+
+  it('survives SCRIPT FLUSH between operations (NOSCRIPT falls back to EVAL once)', async () => {
+    const sent = commandLog(client);
+    const { ref, token } = await acquire(store);
+    await admin.script('FLUSH');
+    await store.complete(ref, token, ok);
+    expect(sent.slice(1)).toEqual(['evalsha', 'eval']);
+    // EVAL cached the script again: the next operation is a single EVALSHA.
+    await admin.script('FLUSH');
+    const replay = await store.claim(ref, 'fp', opts);
+    expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('ok');
+    expect(await store.renew(ref, token, 1000)).toBe(false);
+    expect(sent.slice(3)).toEqual(['evalsha', 'eval', 'evalsha', 'eval']);
+    // The cache is per script: claim was cached again by the replay, release was not yet.
+    const again = await acquire(store);
+    expect(sent.slice(7)).toEqual(['evalsha']);
+    await store.release(again.ref, again.token);
+    expect(sent.slice(8)).toEqual(['evalsha', 'eval']);
+    expect(await store.get(again.ref)).toBeUndefined();
+  });
+
+  it('reconnects after its connection is killed, and the next operation works', async () => {
+    const own = await connectStoreClient(REDIS.port);
+    const s = redisStore({ client: own, prefix: RUN });
+    const { ref, token } = await acquire(s);
+    const before = await own.client('ID');
+    const ready = once(own, 'ready');
+    expect(await admin.client('KILL', 'ID', String(before))).toBe(1);
+    await ready;
+    await s.complete(ref, token, ok);
+    expect((await s.claim(ref, 'fp', opts)).kind).toBe('completed');
+    expect(await own.client('ID')).not.toBe(before);
+    own.disconnect();
+  });
+
+  it('reports a record that cannot be parsed with its Redis key and its idempotency key', async () => {
+    const corrupt = async (setUp: (key: string) => Promise<unknown>, op: (ref: RecordRef) => Promise<unknown>, reason: RegExp) => {
+      const ref = { scope: 'tenant', key: `corrupt-${randomUUID()}` };
+      const key = store.keyOf(ref);
+      await setUp(key);
+      const error = await op(ref).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(IdemkitError);
+      expect(error).toMatchObject({ code: 'ERR_IDEMKIT_CORRUPT_RECORD' });
+      expect((error as Error).message).toContain(key);
+      expect((error as Error).message).toContain(ref.key);
+      expect((error as Error).message).toMatch(reason);
+    };
+    await corrupt((k) => admin.hset(k, 'state', 'banana', 'fingerprint', 'fp'), (r) => store.claim(r, 'fp', opts), /unknown state "banana"/);
+    await corrupt((k) => admin.hset(k, 'unrelated', 'x'), (r) => store.claim(r, 'fp', opts), /no state field/);
+    await corrupt((k) => admin.set(k, 'a string'), (r) => store.get(r), /does not hold a hash/);
+    const fields = ['fingerprint', 'fp', 'token', 't', 'attempt', '1', 'lease_until', '1', 'expires_at', '99999999999999'];
+    await corrupt((k) => admin.hset(k, 'state', 'in_flight', ...fields.slice(0, -2), 'expires_at', 'soon'), (r) => store.complete(r, 't', ok), /expires_at/);
+    const done = ['state', 'completed', ...fields, 'status', '201', 'body_omitted', '0', 'body', ''];
+    await corrupt((k) => admin.hset(k, ...done, 'headers', '{not json'), (r) => store.claim(r, 'fp', opts), /headers is not JSON/);
+    await corrupt((k) => admin.hset(k, ...done, 'headers', '[["a"]]'), (r) => store.get(r), /headers is not a list/);
+  });
+
+  it('refuses a prefix that is not a plain name, and other bad options, naming the option', () => {
+    for (const prefix of ['', 'has space', 'a{b', 'a}b', 'tab\there', 'nl\n', 'nul\u0000', 'star*', 'x'.repeat(65), 42]) {
+      let error: unknown;
+      try {
+        redisStore({ client, prefix: prefix as string });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, JSON.stringify(prefix)).toBeInstanceOf(InvalidOptionError);
+      expect(error).toMatchObject({ option: 'prefix' });
+    }
+    expect(redisStore({ client, prefix: 'app:idem.v1-a_b' }).keyOf({ scope: '', key: 'k' })).toMatch(/^app:idem\.v1-a_b:\{/);
+    expect(() => redisStore({} as never)).toThrow(/`client`/);
+    expect(() => redisStore({ client: {} as never })).toThrow(/`client`/);
+    expect(() => redisStore({ client, maxResponseBytes: -1 })).toThrow(/`maxResponseBytes`/);
+    expect(() => redisStore({ client, maxResponseBytes: 1024 ** 3 })).toThrow(/`maxResponseBytes`/);
+    expect(() => redisStore({ client, graceMs: 1.5 })).toThrow(/`graceMs`/);
+    expect(() => redisStore({ client, completeRetryMs: -1 })).toThrow(/`completeRetryMs`/);
+  });
+
+  it('sets the TTL to the end of the record plus the grace: window or lease, whichever is later', async () => {
+    const s = redisStore({ client, prefix: RUN, graceMs: 5_000 });
+    const ttlEnd = async (ref: RecordRef) => Number(await admin.call('PEXPIRETIME', s.keyOf(ref)));
+    const longLease = await acquire(s, undefined, { leaseMs: 20_000, windowMs: 10_000 });
+    expect(await ttlEnd(longLease.ref)).toBe((await s.get(longLease.ref))!.leaseUntil + 5_000);
+    const { ref, token } = await acquire(s, undefined, { leaseMs: 1_000, windowMs: 10_000 });
+    const record = (await s.get(ref))!;
+    expect(record.expiresAt - record.leaseUntil).toBe(9_000);
+    expect(await ttlEnd(ref)).toBe(record.expiresAt + 5_000);
+    expect(await s.renew(ref, token, 30_000)).toBe(true);
+    expect(await ttlEnd(ref)).toBe((await s.get(ref))!.leaseUntil + 5_000);
+    await s.complete(ref, token, ok);
+    expect(await ttlEnd(ref)).toBe(record.expiresAt + 5_000);
+  });
+
+  it('never lets Redis drop an in-flight record under a live lease after its window, and drops it itself after', async () => {
+    const s = redisStore({ client, prefix: RUN, graceMs: 0 });
+    const { ref, token } = await acquire(s, undefined, { leaseMs: 1_000, windowMs: 200 });
+    await sleep(400); // window over, lease live
+    expect((await s.claim(ref, 'fp', opts)).kind).toBe('in_flight');
+    expect(await s.renew(ref, token, 1_000)).toBe(true);
+    await sleep(800); // past the first lease, inside the renewed one
+    expect((await s.claim(ref, 'fp', opts)).kind).toBe('in_flight');
+    await sleep(500); // past the renewed lease: with no grace, Redis has deleted it
+    expect(await admin.exists(s.keyOf(ref))).toBe(0);
+  });
+
+  it('treats an expired record inside its grace as absent, shows it to get, and reaps it', async () => {
+    const s = redisStore({ client, prefix: `${RUN}-grace`, graceMs: 60_000 });
+    const { ref, token } = await acquire(s, undefined, { leaseMs: 100, windowMs: 200 });
+    await s.checkpoint(ref, token, 'step-1');
+    await s.complete(ref, token, ok);
+    const live = await acquire(s);
+    await sleep(300);
+    expect((await s.get(ref))?.state).toBe('completed');
+    await admin.set(`${RUN}-grace:{${'0'.repeat(64)}}`, 'not a record'); // matches the pattern, left alone
+    expect(await s.reap(10)).toBe(1);
+    expect(await s.get(ref)).toBeUndefined();
+    expect((await s.get(live.ref))?.state).toBe('in_flight');
+    expect(await admin.get(`${RUN}-grace:{${'0'.repeat(64)}}`)).toBe('not a record');
+    await deleteKeys(admin, `${RUN}-grace:*`);
+  });
+
+  it('fences a take-over across operations: the earlier owner can neither renew nor complete', async () => {
+    const { ref, token } = await acquire(store, undefined, { leaseMs: 100, windowMs: 60_000 });
+    await sleep(150);
+    const second = await store.claim(ref, 'fp', opts);
+    expect(second).toMatchObject({ kind: 'acquired', takeover: true });
+    expect(await store.renew(ref, token, 1000)).toBe(false);
+    await expect(store.complete(ref, token, ok)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await admin.hget(store.keyOf(ref), 'attempt')).toBe('2');
+  });
+});
+
+/**
+ * A client that passes commands through, except the armed one: it is lost on the way to Redis
+ * ('request'), or runs and its reply is lost ('reply'), as when a connection drops mid-command.
+ */
+function lossyClient(client: Redis) {
+  let armed: 'request' | 'reply' | undefined;
+  return {
+    calls: 0,
+    arm(what: 'request' | 'reply') {
+      armed = what;
+    },
+    async callBuffer(command: string, ...args: RedisArgument[]): Promise<unknown> {
+      this.calls++;
+      const lose = armed;
+      armed = undefined;
+      if (lose === 'request') throw new Error('Connection is closed.');
+      const reply = await client.callBuffer(command, ...args);
+      if (lose === 'reply') throw new Error('Connection is closed.');
+      return reply;
+    },
+  };
+}
+
+describe.skipIf(!up)('redis store completion retries', () => {
+  let client: Redis;
+  beforeAll(async () => {
+    client = await connectStoreClient(REDIS.port);
+  });
+  afterAll(async () => {
+    await deleteKeys(client, `${RUN}-retry:*`);
+    client?.disconnect();
+  });
+
+  it.each(['request', 'reply'] as const)('stores the response exactly once when a completion’s %s is lost', async (lost) => {
+    const lossy = lossyClient(client);
+    const store = redisStore({ client: lossy, prefix: `${RUN}-retry` });
+    const { ref, token } = await acquire(store);
+    lossy.arm(lost);
+    lossy.calls = 0;
+    await store.complete(ref, token, ok);
+    expect(lossy.calls).toBe(2);
+    const record = await store.get(ref);
+    expect(record?.state).toBe('completed');
+    expect(new TextDecoder().decode(record!.response!.body!)).toBe('ok');
+    // The "already stored by this token" answer is accepted only inside the call that retried.
+    await expect(store.complete(ref, token, ok)).rejects.toBeInstanceOf(LeaseLostError);
+  });
+
+  it('reports a lost completion as store-unavailable when retries are off', async () => {
+    const lossy = lossyClient(client);
+    const store = redisStore({ client: lossy, prefix: `${RUN}-retry`, completeRetryMs: 0 });
+    const { ref, token } = await acquire(store);
+    lossy.arm('request');
+    await expect(store.complete(ref, token, ok)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect((await store.get(ref))?.state).toBe('in_flight');
+  });
+
+  it('stops retrying after completeRetryMs', async () => {
+    const down = { callBuffer: () => Promise.reject(new Error('Connection is closed.')) };
+    const reachable = redisStore({ client, prefix: `${RUN}-retry` });
+    const { ref, token } = await acquire(reachable);
+    const started = Date.now();
+    await expect(redisStore({ client: down, prefix: `${RUN}-retry`, completeRetryMs: 300 }).complete(ref, token, ok)).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(Date.now() - started).toBeLessThan(1_500);
+  });
+});
+
+describe.skipIf(!binaries)('redis store on a throwaway server', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-'));
+  let server: RedisServer;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await startRedisServer({ dir });
+    client = await connectStoreClient(server.port);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers a replay, an in-flight claim and a mismatch without writing anything', async () => {
+    const store = redisStore({ client });
+    // The server's dirty counter counts every write; nothing else talks to this server.
+    const writes = async () => Number(/rdb_changes_since_last_save:(\d+)/.exec(await client.info('persistence'))![1]);
+    const ref = { scope: 's', key: 'k' };
+    const start = await writes();
+    const claim = await store.claim(ref, 'fp', opts);
+    expect(await writes()).toBeGreaterThan(start);
+    const claimed = await writes();
+    expect((await store.claim(ref, 'fp', opts)).kind).toBe('in_flight');
+    expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
+    expect(await writes()).toBe(claimed);
+    if (claim.kind !== 'acquired') throw new Error(claim.kind);
+    await store.complete(ref, claim.token, ok);
+    const completed = await writes();
+    expect(completed).toBeGreaterThan(claimed);
+    expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
+    expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
+    expect(await store.get(ref)).toMatchObject({ state: 'completed' });
+    expect(await writes()).toBe(completed);
+  });
+});
