@@ -8,7 +8,9 @@ import {
   StoreUnavailableError,
   StoreUnavailableHttpError,
 } from './errors.js';
+import type { FingerprintInput } from './fingerprint.js';
 import { fingerprint } from './fingerprint.js';
+import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
@@ -16,12 +18,7 @@ import type { Claim, RecordRef, StoreTransaction, StoredResponse, TransactionalS
 import { fitResponse } from './store.js';
 
 /** The request facts the engine needs, read by the adapter. */
-export interface RequestFacts {
-  readonly method: string;
-  readonly path: string;
-  readonly contentType: string | null | undefined;
-  readonly body: Uint8Array;
-}
+export type RequestFacts = FingerprintInput;
 
 export type Admission =
   | { readonly kind: 'replay'; readonly response: StoredResponse }
@@ -59,9 +56,11 @@ const WAIT_POLL_MAX_MS = 250;
  */
 export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
+  private readonly keeper: LeaseKeeper | undefined;
 
   constructor(options: IdempotencyOptions<Req>) {
     this.options = resolveOptions(options);
+    if (this.options.renewLease) this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / 3)));
   }
 
   covers(method: string): boolean {
@@ -134,7 +133,7 @@ export class IdempotencyEngine<Req = unknown> {
         return this.storeDown(error);
       }
     }
-    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction) };
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper) };
   }
 
   private storeDown(error: unknown): Admission {
@@ -151,7 +150,7 @@ export class Execution {
   private readonly ref: RecordRef;
   private readonly token: string;
   private readonly transaction: StoreTransaction<unknown> | undefined;
-  private renewTimer: ReturnType<typeof setInterval> | undefined;
+  private readonly keeper: LeaseKeeper | undefined;
   private leaseLost = false;
   private discarded = false;
   private finished = false;
@@ -161,8 +160,10 @@ export class Execution {
     ref: RecordRef,
     claim: Extract<Claim, { kind: 'acquired' }>,
     transaction: StoreTransaction<unknown> | undefined,
+    keeper: LeaseKeeper | undefined,
   ) {
     this.options = options;
+    this.keeper = keeper;
     this.ref = ref;
     this.token = claim.token;
     this.transaction = transaction;
@@ -181,28 +182,25 @@ export class Execution {
         this.discarded = true;
       },
     };
-    if (options.renewLease) this.startRenewal();
+    keeper?.add(this);
   }
 
-  private startRenewal(): void {
+  /** Called by the lease keeper: extends the lease, or learns that it was lost. */
+  renew(): void {
     const { store, leaseMs, onError } = this.options;
-    this.renewTimer = setInterval(() => {
-      store.renew(this.ref, this.token, leaseMs).then(
-        (ok) => {
-          if (!ok) {
-            this.leaseLost = true;
-            this.stopRenewal();
-          }
-        },
-        (error: unknown) => onError(error),
-      );
-    }, Math.max(1, Math.floor(leaseMs / 3)));
-    this.renewTimer.unref?.();
+    store.renew(this.ref, this.token, leaseMs).then(
+      (ok) => {
+        if (!ok) {
+          this.leaseLost = true;
+          this.stopRenewal();
+        }
+      },
+      (error: unknown) => onError(error),
+    );
   }
 
   private stopRenewal(): void {
-    if (this.renewTimer !== undefined) clearInterval(this.renewTimer);
-    this.renewTimer = undefined;
+    this.keeper?.delete(this);
   }
 
   /**

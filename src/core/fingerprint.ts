@@ -7,7 +7,14 @@ export interface FingerprintInput {
   /** Path with the query string, as received. */
   readonly path: string;
   readonly contentType?: string | null | undefined;
+  /** The raw body bytes. */
   readonly body: Uint8Array;
+  /**
+   * The body as a framework's JSON parser already parsed it. Used instead of `body` for a JSON
+   * media type, so the body is not parsed twice: canonicalising the parsed value is what the raw
+   * bytes would have given, since raw JSON bodies are parsed before they are canonicalised.
+   */
+  readonly parsedJson?: { readonly value: unknown };
 }
 
 export interface FingerprintOptions {
@@ -20,6 +27,7 @@ export interface FingerprintOptions {
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** `application/json` and every `application/*+json` media type. */
 export function isJsonMediaType(contentType: string): boolean {
@@ -49,15 +57,18 @@ export function fingerprint(input: FingerprintInput, options: FingerprintOptions
 }
 
 function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | undefined): string | undefined {
-  if (input.body.byteLength === 0 || !input.contentType || !isJsonMediaType(input.contentType)) return undefined;
+  if (!input.contentType || !isJsonMediaType(input.contentType)) return undefined;
   let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(input.body));
-  } catch {
-    return undefined;
+  if (input.parsedJson) parsed = input.parsedJson.value;
+  else {
+    if (input.body.byteLength === 0) return undefined;
+    try {
+      parsed = JSON.parse(utf8.decode(input.body));
+    } catch {
+      return undefined;
+    }
   }
-  const selected = fields ? selectFields(parsed, fields) : parsed;
-  return canonicalize(selected);
+  return canonicalize(fields ? selectFields(parsed, fields) : parsed);
 }
 
 function selectFields(value: unknown, fields: readonly string[]): unknown[] {

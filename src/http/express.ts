@@ -27,6 +27,7 @@ declare global {
 type ParsedRequest = Request & { _body?: boolean };
 
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
@@ -35,18 +36,19 @@ const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 export function idempotency(options: IdempotencyOptions<Request>) {
   const engine = new IdempotencyEngine<Request>(options);
   const { header, maxBodyBytes } = engine.options;
+  const headerName = header.toLowerCase();
 
   async function admitAndRun(req: Request, res: Response, next: NextFunction): Promise<void> {
     let key: string | undefined;
-    let body: Uint8Array;
+    let body: BodyFacts;
     try {
-      key = engine.parseKey(req.headersDistinct[header.toLowerCase()]);
+      key = engine.parseKey(req.headersDistinct[headerName]);
       if (key === undefined) return next();
       body = await requestBody(req as ParsedRequest, maxBodyBytes);
     } catch (error) {
       return sendProblemOr(error, res, next);
     }
-    const facts = { method: req.method, path: req.originalUrl, contentType: req.headers['content-type'], body };
+    const facts = { method: req.method, path: req.originalUrl, contentType: req.headers['content-type'], ...body };
     let admission;
     try {
       admission = await engine.admit(req, key, facts);
@@ -74,28 +76,40 @@ export function idempotency(options: IdempotencyOptions<Request>) {
   };
 }
 
+type BodyFacts = { body: Uint8Array; parsedJson?: { value: unknown } };
+
 /**
- * The body bytes to fingerprint. When a body parser ran first, its result stands in for the bytes;
- * otherwise the stream is read here and handed on as if a body parser had read it.
+ * The body to fingerprint. When a body parser ran first, its result stands in for the bytes;
+ * otherwise the stream is read here and handed on as if a body parser had read it. A JSON body is
+ * parsed once, for the route and for the fingerprint.
  */
-async function requestBody(req: ParsedRequest, limit: number): Promise<Uint8Array> {
+async function requestBody(req: ParsedRequest, limit: number): Promise<BodyFacts> {
+  const contentType = req.headers['content-type'];
+  const json = contentType !== undefined && isJsonMediaType(contentType);
   const consumed = req._body === true || req.readableEnded || (req.complete && !req.readable);
   if (consumed) {
-    const parsed: unknown = Buffer.isBuffer(req.rawBody) ? req.rawBody : req.body;
-    if (parsed === undefined) throw new Error('idemkit: the request body was read before the idempotency middleware and not kept');
+    if (Buffer.isBuffer(req.rawBody)) return { body: checkLimit(req.rawBody, limit) };
+    if (req.body === undefined) throw new Error('idemkit: the request body was read before the idempotency middleware and not kept');
+    if (json) return { body: EMPTY, parsedJson: { value: req.body } };
+    const parsed: unknown = req.body;
     const bytes = Buffer.isBuffer(parsed) ? parsed : Buffer.from(typeof parsed === 'string' ? parsed : JSON.stringify(parsed));
-    if (bytes.byteLength > limit) throw new BodyTooLargeError(limit);
-    return bytes;
+    return { body: checkLimit(bytes, limit) };
   }
   const raw = await readLimited(req, limit);
   req.rawBody = raw;
-  if (raw.byteLength > 0) req.body = parseBody(raw, req.headers['content-type']);
   req._body = true;
-  return raw;
+  if (raw.byteLength === 0) return { body: raw };
+  req.body = parseBody(raw, contentType, json);
+  return json ? { body: raw, parsedJson: { value: req.body } } : { body: raw };
 }
 
-function parseBody(raw: Buffer, contentType: string | undefined): unknown {
-  if (contentType && isJsonMediaType(contentType)) {
+function checkLimit(bytes: Buffer, limit: number): Buffer {
+  if (bytes.byteLength > limit) throw new BodyTooLargeError(limit);
+  return bytes;
+}
+
+function parseBody(raw: Buffer, contentType: string | undefined, json: boolean): unknown {
+  if (json) {
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch (cause) {
@@ -133,84 +147,128 @@ function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
+/** One response held back from the socket while its record is written. */
+interface Capture {
+  readonly execution: Execution;
+  readonly engine: IdempotencyEngine<Request>;
+  readonly baseline: OutgoingHttpHeaders;
+  readonly chunks: Buffer[];
+  /** What these methods were before (another middleware's wrappers, or the prototype's). */
+  readonly originals: Record<'writeHead' | 'write' | 'end' | 'flushHeaders', Method>;
+  /** running: collecting; finishing: the record is being written; done: writes go to the socket. */
+  state: 'running' | 'finishing' | 'done';
+}
+
+const captures = new WeakMap<ServerResponse, Capture>();
+type Method = (...args: unknown[]) => unknown;
+
+// The interceptors are shared functions installed as own properties, not closures made per
+// request: the response object then keeps the same shape from one request to the next. Once a
+// capture is done they hand every call to what was there before (a compression middleware's
+// wrapper, say), so nothing needs to be restored.
+function capturingWriteHead(this: ServerResponse, ...args: unknown[]): unknown {
+  const capture = captures.get(this)!; // installed only together with its capture
+  if (capture.state === 'done') return capture.originals.writeHead.apply(this, args);
+  const [status, ...rest] = args;
+  this.statusCode = status as number;
+  if (typeof rest[0] === 'string') this.statusMessage = rest.shift() as string;
+  applyWriteHeadHeaders(this, rest[0] as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined);
+  return this;
+}
+
+function capturingFlushHeaders(this: ServerResponse): void {
+  const capture = captures.get(this)!;
+  if (capture.state === 'done') capture.originals.flushHeaders.call(this);
+}
+
+function capturingWrite(this: ServerResponse, ...args: unknown[]): unknown {
+  const capture = captures.get(this)!; // installed only together with its capture
+  if (capture.state === 'done') return capture.originals.write.apply(this, args);
+  const [chunk, encoding, callback] = args;
+  if (capture.state === 'running') capture.chunks.push(toBuffer(chunk, encoding));
+  const cb = typeof encoding === 'function' ? encoding : callback;
+  if (typeof cb === 'function') process.nextTick(cb as () => void);
+  return true;
+}
+
+function capturingEnd(this: ServerResponse, ...args: unknown[]): unknown {
+  const capture = captures.get(this)!; // installed only together with its capture
+  if (capture.state === 'done') return capture.originals.end.apply(this, args);
+  let [chunk, encoding, callback] = args;
+  if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
+  if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
+  if (capture.state !== 'running') return this;
+  if (chunk !== undefined && chunk !== null) capture.chunks.push(toBuffer(chunk, encoding));
+  capture.state = 'finishing';
+  void deliver(this, capture, callback as (() => void) | undefined);
+  return this;
+}
+
 /**
  * Holds the handler's response back from the socket until the record is written, so a client never
  * sees an answer that a retry could not replay. Everything Express writes goes through
  * writeHead/write/end, whether from res.send, res.json, res.end or a piped stream.
  */
 function captureResponse(res: Response, execution: Execution, engine: IdempotencyEngine<Request>): void {
-  const originals = { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders };
-  const baseline = res.getHeaders();
-  const chunks: Buffer[] = [];
-  let state: 'running' | 'finishing' | 'abandoned' = 'running';
-
-  res.writeHead = function writeHead(status: number, ...rest: unknown[]) {
-    res.statusCode = status;
-    if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
-    applyWriteHeadHeaders(res, rest[0] as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined);
-    return res;
-  } as typeof res.writeHead;
-  res.flushHeaders = () => {};
-  res.write = function write(chunk: unknown, encoding?: unknown, callback?: unknown) {
-    if (state === 'running') chunks.push(toBuffer(chunk, encoding));
-    const cb = typeof encoding === 'function' ? encoding : callback;
-    if (typeof cb === 'function') process.nextTick(cb as () => void);
-    return true;
-  } as typeof res.write;
-  res.end = function end(chunk?: unknown, encoding?: unknown, callback?: unknown) {
-    if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
-    if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
-    if (state !== 'running') return res;
-    if (chunk !== undefined && chunk !== null) chunks.push(toBuffer(chunk, encoding));
-    state = 'finishing';
-    void deliver(callback as (() => void) | undefined);
-    return res;
-  } as typeof res.end;
-
-  /** Writes the record, then sends what the handler answered (or the engine's replacement). */
-  async function deliver(callback: (() => void) | undefined): Promise<void> {
-    const { statusCode: status, statusMessage } = res;
-    const headers = res.getHeaders();
-    const body = Buffer.concat(chunks);
-    // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
-    // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
-    // mode Execution.finish treats any 5xx as a failure and rolls back.
-    const stored = toStoredResponse(status, Object.entries(headers), body, engine.options.replayHeaders);
-    let replacement: IdempotencyHttpError | undefined;
-    try {
-      replacement = await execution.finish(stored, false);
-    } catch (error) {
-      engine.options.onError(error);
-      Object.assign(res, originals);
-      res.destroy(error as Error);
-      return;
-    }
-    Object.assign(res, originals);
-    if (replacement) {
-      resetHeaders(res, baseline);
-      return sendProblem(res, replacement);
-    }
-    // Reapply the snapshot: code running after end (an error handler) must not alter what was stored.
-    resetHeaders(res, headers);
-    res.statusCode = status;
-    res.statusMessage = statusMessage;
-    if (NULL_BODY_STATUS.has(status) || body.byteLength === 0) res.end(callback);
-    else res.end(body, callback);
-  }
+  const originals = { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders } as Capture['originals'];
+  const capture: Capture = { execution, engine, baseline: res.getHeaders(), chunks: [], originals, state: 'running' };
+  captures.set(res, capture);
+  res.writeHead = capturingWriteHead as typeof res.writeHead;
+  res.write = capturingWrite as typeof res.write;
+  res.end = capturingEnd as typeof res.end;
+  res.flushHeaders = capturingFlushHeaders;
 
   res.on('close', () => {
-    if (state !== 'running') return;
+    if (capture.state !== 'running') return;
     // A disconnect does not mean nothing happened: the handler may still finish its effect, so the
     // claim is kept while it runs (a retry gets 409, then the replay). A handler that never ends
     // (a pipe that the closed socket unpiped) is abandoned after one lease: its claim then expires
     // and a retry takes over.
     setTimeout(() => {
-      if (state !== 'running') return;
-      state = 'abandoned';
-      Object.assign(res, originals);
+      if (capture.state !== 'running') return;
+      capture.state = 'done';
       execution.abandon();
     }, engine.options.leaseMs).unref();
   });
+}
+
+/** Writes the record, then sends what the handler answered (or the engine's replacement). */
+async function deliver(res: ServerResponse, capture: Capture, callback: (() => void) | undefined): Promise<void> {
+  const { statusCode: status, statusMessage } = res;
+  const headers = res.getHeaders();
+  const body = capture.chunks.length === 1 ? capture.chunks[0]! : Buffer.concat(capture.chunks);
+  // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
+  // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
+  // mode Execution.finish treats any 5xx as a failure and rolls back.
+  const stored = toStoredResponse(status, Object.entries(headers), body, capture.engine.options.replayHeaders);
+  let replacement: IdempotencyHttpError | undefined;
+  try {
+    replacement = await capture.execution.finish(stored, false);
+  } catch (error) {
+    capture.engine.options.onError(error);
+    capture.state = 'done';
+    res.destroy(error as Error);
+    return;
+  }
+  capture.state = 'done';
+  if (replacement) {
+    resetHeaders(res, capture.baseline);
+    return sendProblem(res, replacement);
+  }
+  // Code running after end (an error handler, say) must not alter what was stored.
+  if (res.statusCode !== status || !sameHeaders(res.getHeaders(), headers)) {
+    resetHeaders(res, headers);
+    res.statusCode = status;
+    res.statusMessage = statusMessage;
+  }
+  if (NULL_BODY_STATUS.has(status) || body.byteLength === 0) res.end(callback);
+  else res.end(body, callback);
+}
+
+function sameHeaders(now: OutgoingHttpHeaders, then: OutgoingHttpHeaders): boolean {
+  const names = Object.keys(now);
+  if (names.length !== Object.keys(then).length) return false;
+  return names.every((name) => now[name] === then[name]);
 }
 
 /** Does what Node's writeHead does to the header list, without sending it. */

@@ -1,9 +1,10 @@
-import { Readable } from 'node:stream';
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Execution, IdempotencyContext } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
@@ -27,17 +28,17 @@ declare module 'fastify' {
   }
 }
 
-/** What one keyed request carries from preParsing to onSend. */
+/** What one keyed request carries from onRequest to onSend. */
 interface Pending {
   readonly key: string;
-  readonly body: Buffer;
   execution?: Execution;
   threw: boolean;
+  tooLarge: boolean;
 }
 
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 const EMPTY = Buffer.alloc(0);
-const HOOKS = ['preParsing', 'preHandler', 'onSend', 'onError', 'onResponse'] as const;
+const HOOKS = ['onRequest', 'preHandler', 'onSend', 'onError', 'onResponse'] as const;
 const kProtected = Symbol('idemkit.fastify.route');
 
 async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<FastifyRequest>): Promise<void> {
@@ -62,33 +63,34 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const marked = route as RouteOptions & { [kProtected]?: true };
     if (marked[kProtected]) throw new Error(`idemkit: the idempotency plugin is registered twice for ${route.url}`);
     marked[kProtected] = true;
+    // Fastify reads and parses the body itself, within this limit; the fingerprint is taken from
+    // what it parsed, so the body is neither buffered twice nor parsed twice.
+    const bodyLimit = Math.min(route.bodyLimit ?? fastify.initialConfig.bodyLimit ?? maxBodyBytes, maxBodyBytes);
+    route.bodyLimit = bodyLimit;
 
     // Route-level hooks run after every application-level hook of the same stage, so auth,
     // rate limits and other preHandlers answer before a key is claimed.
     const hooks = {
-      async preParsing(request: FastifyRequest, reply: FastifyReply, payload: Readable) {
-        if (!engine.covers(request.method)) return undefined;
+      // Callback-style where no I/O happens: an async hook costs a promise per request.
+      onRequest(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+        if (!engine.covers(request.method)) return done();
         let key: string | undefined;
         try {
           key = engine.parseKey(request.raw.headersDistinct[headerName], required);
-          if (key === undefined) return undefined;
-          if (Number(request.headers['content-length']) > maxBodyBytes) throw new BodyTooLargeError(maxBodyBytes);
         } catch (error) {
-          return sendProblem(reply, error);
+          sendProblem(reply, error); // answered: the chain stops without done()
+          return;
         }
-        const body = await readLimited(payload, maxBodyBytes);
-        if (body === undefined) return sendProblem(reply.header('connection', 'close'), new BodyTooLargeError(maxBodyBytes));
-        pending.set(request, { key, body, threw: false });
-        const replayable = Readable.from(body.byteLength > 0 ? [body] : [], { objectMode: false });
-        const encoded = (payload as Readable & { receivedEncodedLength?: number }).receivedEncodedLength;
-        return Object.assign(replayable, { receivedEncodedLength: encoded ?? body.byteLength });
+        if (key !== undefined) pending.set(request, { key, threw: false, tooLarge: false });
+        done();
       },
 
       // After schema validation: a request refused by validation never claims its key.
       async preHandler(request: FastifyRequest, reply: FastifyReply) {
         const state = pending.get(request);
         if (!state) return undefined;
-        const facts = { method: request.method, path: request.url, contentType: request.headers['content-type'], body: state.body };
+        const contentType = request.headers['content-type'];
+        const facts = { method: request.method, path: request.url, contentType, ...bodyFacts(request.body, contentType) };
         let admission;
         try {
           admission = await engine.admit(request, state.key, facts);
@@ -99,8 +101,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
           case 'replay': {
             const { response } = admission;
             reply.code(response.status).headers(replayHeaderRecord(response));
-            const body = replayBody(response);
-            return reply.send(body.byteLength > 0 ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : undefined);
+            return reply.send(sendable(replayBody(response)));
           }
           case 'reject':
             return sendProblem(reply, admission.error);
@@ -114,39 +115,37 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         return undefined;
       },
 
-      async onError(request: FastifyRequest, _reply: FastifyReply, _error: Error) {
+      onError(request: FastifyRequest, _reply: FastifyReply, error: Error & { code?: string }, done: () => void) {
         const state = pending.get(request);
         if (state?.execution) state.threw = true;
+        else if (state && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') state.tooLarge = true;
+        done();
       },
 
-      async onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown) {
+      onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: Error | null, payload?: unknown) => void) {
         const state = pending.get(request);
-        const execution = state?.execution;
-        if (!state || !execution) return payload;
-        let bytes: Buffer;
-        try {
-          bytes = await toBytes(await unwrapResponse(reply, payload));
-        } catch (error) {
-          state.threw = true; // Fastify answers this error through onSend again: that answer is stored
-          throw error;
+        if (!state || (!state.execution && !state.tooLarge)) return done(null, payload);
+        if (state.tooLarge) {
+          // Fastify refused the body before anything was claimed: answer in the matrix's own words.
+          state.tooLarge = false;
+          const error = new BodyTooLargeError(bodyLimit);
+          for (const name of entityHeaders) reply.removeHeader(name);
+          reply.code(error.status).type(PROBLEM_CONTENT_TYPE);
+          return done(null, JSON.stringify(error.problem()));
         }
-        state.execution = undefined; // captured once; a later error answer passes through
-        if (NULL_BODY_STATUS.has(reply.statusCode)) bytes = EMPTY;
-        const stored = toStoredResponse(reply.statusCode, Object.entries(reply.getHeaders()), bytes, replayHeaders);
-        const replacement = await execution.finish(stored, state.threw);
-        if (!replacement) return payload === null || payload === undefined ? payload : bytes;
-        for (const name of entityHeaders) reply.removeHeader(name);
-        reply.code(replacement.status).headers(replacement.headers).type(PROBLEM_CONTENT_TYPE);
-        return JSON.stringify(replacement.problem());
+        finishExecution(state, reply, payload).then((result) => done(null, result), done);
       },
 
       // The response went out without passing onSend (hijacked): nothing can be stored, release.
-      // There is deliberately no onRequestAbort release: Node reports an abort only while the
-      // body is incomplete, before any claim; and a client that leaves later does not stop the
+      // There is deliberately no onRequestAbort release: a client that leaves does not stop the
       // handler, whose answer onSend still stores, so releasing would let its retry run twice.
-      async onResponse(request: FastifyRequest) {
+      // The response went out without passing onSend (hijacked): nothing can be stored, release.
+      // There is deliberately no onRequestAbort release: a client that leaves does not stop the
+      // handler, whose answer onSend still stores, so releasing would let its retry run twice.
+      onResponse(request: FastifyRequest, _reply: FastifyReply, done: () => void) {
         const execution = pending.get(request)?.execution;
-        if (execution) await execution.abort();
+        if (execution) void execution.abort();
+        done();
       },
     };
     const target = route as unknown as Record<string, unknown>;
@@ -156,44 +155,51 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     }
   });
 
+  /** Stores the handler's answer, then lets it out (or the engine's replacement). */
+  async function finishExecution(state: Pending, reply: FastifyReply, payload: unknown): Promise<unknown> {
+    const execution = state.execution!;
+    let bytes: Buffer;
+    try {
+      bytes = await toBytes(await unwrapResponse(reply, payload));
+    } catch (error) {
+      state.threw = true; // Fastify answers this error through onSend again: that answer is stored
+      throw error;
+    }
+    state.execution = undefined; // captured once; a later error answer passes through
+    if (NULL_BODY_STATUS.has(reply.statusCode)) bytes = EMPTY;
+    const stored = toStoredResponse(reply.statusCode, Object.entries(reply.getHeaders()), bytes, replayHeaders);
+    const replacement = await execution.finish(stored, state.threw);
+    // The payload as it came (a string goes out in one write with the headers), or its bytes.
+    if (!replacement) return payload === null || payload === undefined || typeof payload === 'string' ? payload : bytes;
+    for (const name of entityHeaders) reply.removeHeader(name);
+    reply.code(replacement.status).headers(replacement.headers).type(PROBLEM_CONTENT_TYPE);
+    return JSON.stringify(replacement.problem());
+  }
+
   function sendProblem(reply: FastifyReply, error: unknown): FastifyReply {
     if (!(error instanceof IdempotencyHttpError)) throw error;
     return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem()));
   }
 }
 
-/** Reads a request body up to `limit` bytes; undefined past it (reading stops there). */
-function readLimited(payload: Readable, limit: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      payload.off('data', onData);
-      payload.off('end', onEnd);
-      payload.off('error', onFail);
-    };
-    const onData = (chunk: Buffer | string) => {
-      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      size += buffer.byteLength;
-      if (size > limit) {
-        cleanup();
-        payload.resume(); // drain the rest so the 413 can be written
-        resolve(undefined);
-      } else chunks.push(buffer);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(Buffer.concat(chunks, size));
-    };
-    const onFail = (error: Error & { statusCode?: number }) => {
-      cleanup();
-      if (!(typeof error.statusCode === 'number' && error.statusCode >= 400)) error.statusCode = 400;
-      reject(error);
-    };
-    payload.on('data', onData);
-    payload.on('end', onEnd);
-    payload.on('error', onFail);
-  });
+/**
+ * A replay body in the form Node writes fastest: UTF-8 text as a string, which goes out in one
+ * write together with the headers (a Buffer costs a second, vectored write), other bytes as a Buffer.
+ */
+function sendable(body: Uint8Array): string | Buffer | undefined {
+  if (body.byteLength === 0) return undefined;
+  const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(buffer) ? buffer.toString('utf8') : buffer;
+}
+
+/** The fingerprint's view of the body Fastify parsed: JSON as parsed, anything else as bytes. */
+function bodyFacts(body: unknown, contentType: string | undefined): { body: Uint8Array; parsedJson?: { value: unknown } } {
+  if (contentType !== undefined && isJsonMediaType(contentType) && body !== undefined) return { body: EMPTY, parsedJson: { value: body } };
+  if (body === undefined || body === null) return { body: EMPTY };
+  if (body instanceof Uint8Array) return { body };
+  if (typeof body === 'string') return { body: Buffer.from(body) };
+  // A parser of the app's own (forms, say) produced an object: its JSON text stands for it.
+  return { body: Buffer.from(JSON.stringify(body)) };
 }
 
 /** A fetch `Response` sent through Fastify: apply its status and headers, keep its body. */

@@ -335,6 +335,32 @@ describe.each([
     expect(await store.get({ scope: 'Bearer tenant', key })).toBeUndefined();
   });
 
+  it('still sends through a wrapper that a middleware mounted before it put on res.end (compression-style)', async () => {
+    const app = lib();
+    app.set('env', 'test');
+    let wrapped = 0;
+    app.use((_req, res, next) => {
+      const end = res.end as (...args: unknown[]) => unknown;
+      res.end = function (this: unknown, ...args: unknown[]) {
+        wrapped++;
+        res.setHeader('x-wrapped', 'yes');
+        return end.apply(this, args);
+      } as typeof res.end;
+      next();
+    });
+    app.use(idempotency({ store, scope: () => 'wrapped' }));
+    app.post('/wrapped', lib.json(), (_req, res) => {
+      executions++;
+      res.status(201).json({ ok: true });
+    });
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    const [first, again] = await twice(served, '/wrapped', json({ a: 1 }));
+    expect(first.headers.get('x-wrapped')).toBe('yes');
+    expect(again.headers.get('x-wrapped')).toBe('yes');
+    expect(wrapped).toBe(2);
+  });
+
   it('keeps the claim when the client disconnects mid-handler, then replays what the handler sent', async () => {
     const app = await serve((a) =>
       a.post('/slow-charge', async (_req, res) => {

@@ -1,0 +1,224 @@
+/** The child server's life cycle and one autocannon run against it. */
+import type { ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import type { RequestSpec } from 'autocannon';
+import type { ChildMessage, ServerConfig, StatsMessage, Workload } from './shared.js';
+import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE } from './shared.js';
+
+export const CONNECTIONS = 50;
+const SERVER_SCRIPT = fileURLToPath(new URL('./server.ts', import.meta.url));
+const START_TIMEOUT_MS = 30_000;
+
+export interface ServerHandle {
+  readonly url: string;
+  stats(): Promise<StatsMessage>;
+  stop(): Promise<void>;
+}
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+export async function startServer(config: ServerConfig): Promise<ServerHandle> {
+  const args = [`--framework=${config.framework}`, `--store=${config.store}`, `--delay=${config.delayMs}`, `--required=${config.required}`];
+  const child = fork(SERVER_SCRIPT, args, {
+    execArgv: ['--conditions=idemkit-source', '--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  live.add(child);
+  let stopping = false;
+  let failure: Error | undefined;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.once('exit', (code, signal) => {
+    live.delete(child);
+    if (!stopping) failure = new Error(`bench server ${JSON.stringify(config)} exited (code ${code}, signal ${signal})`);
+  });
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('bench server did not start in time')), START_TIMEOUT_MS);
+    child.on('message', (message: ChildMessage) => {
+      if (message.type !== 'listening') return;
+      clearTimeout(timer);
+      resolve(message.port);
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(failure ?? new Error('bench server exited before listening'));
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stats() {
+      if (failure) return Promise.reject(failure);
+      return new Promise((resolve, reject) => {
+        const onMessage = (message: ChildMessage) => {
+          if (message.type !== 'stats') return;
+          child.off('message', onMessage);
+          resolve(message);
+        };
+        child.on('message', onMessage);
+        child.send({ type: 'stats' }, (error) => error && reject(error));
+        void exited.then(() => reject(failure ?? new Error('bench server exited')));
+      });
+    },
+    async stop() {
+      stopping = true;
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+const nonce = randomBytes(4).toString('hex');
+let counter = 0;
+/** A key never sent before in this bench run. */
+export function freshKey(): string {
+  return `bench-${nonce}-${(counter++).toString(36)}`;
+}
+
+export const replayKeys = Array.from({ length: REPLAY_KEYS }, (_, i) => `replay-${nonce}-${i}`);
+
+const baseHeaders = { 'content-type': CONTENT_TYPE };
+
+/** The request sequence of a workload; the bare server gets the very same requests. */
+export function requestsFor(workload: Workload): RequestSpec[] {
+  const request = { method: 'POST', path: ROUTE, body: BODY };
+  switch (workload) {
+    case 'new-key':
+      return [
+        {
+          ...request,
+          headers: baseHeaders,
+          setupRequest(params) {
+            params.headers['idempotency-key'] = freshKey();
+            return params;
+          },
+        },
+      ];
+    case 'replay':
+      return replayKeys.map((key) => ({ ...request, headers: { ...baseHeaders, 'idempotency-key': key } }));
+    case 'no-key':
+      return [{ ...request, headers: baseHeaders }];
+  }
+}
+
+export interface LoadSample {
+  readonly reqPerSec: number;
+  readonly completed: number;
+  readonly durationSec: number;
+  /** Milliseconds (autocannon's resolution is 1 ms). */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+  /** Server CPU (user + system) per completed request, µs. */
+  readonly serverCpuMicrosPerReq: number;
+  /** The kernel part of it (socket writes, wake-ups, GC threads' syscalls), µs. */
+  readonly serverSysMicrosPerReq: number;
+  /** Server CPU time over wall time: ~100 % when the single-threaded server is the bottleneck. */
+  readonly serverCpuPercent: number;
+  /** CPU used on the machine by processes other than the server and this one, in % of one core. */
+  readonly otherCpuPercent: number | undefined;
+  /** Handler executions during the run. */
+  readonly handled: number;
+  /** Server resident memory at the end of the run. */
+  readonly serverRssBytes: number;
+}
+
+export async function runLoad(server: ServerHandle, workload: Workload, durationSec: number): Promise<LoadSample> {
+  const before = await server.stats();
+  const machineBefore = machineBusyMicros();
+  const selfBefore = process.cpuUsage();
+  const started = process.hrtime.bigint();
+  const result = await autocannon({
+    url: server.url,
+    connections: CONNECTIONS,
+    pipelining: 1,
+    duration: durationSec,
+    requests: requestsFor(workload),
+  });
+  const wallMicros = Number(process.hrtime.bigint() - started) / 1e3;
+  const self = process.cpuUsage(selfBefore);
+  const machineAfter = machineBusyMicros();
+  const after = await server.stats();
+  const serverSys = after.systemMicros - before.systemMicros;
+  const serverCpu = after.userMicros - before.userMicros + serverSys;
+  const completed = result.requests.total;
+  const otherCpu =
+    machineBefore === undefined || machineAfter === undefined
+      ? undefined
+      : Math.max(0, machineAfter - machineBefore - serverCpu - self.user - self.system);
+  return {
+    reqPerSec: completed / result.duration,
+    completed,
+    durationSec: result.duration,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    serverCpuMicrosPerReq: completed > 0 ? serverCpu / completed : NaN,
+    serverSysMicrosPerReq: completed > 0 ? serverSys / completed : NaN,
+    serverCpuPercent: (100 * serverCpu) / wallMicros,
+    otherCpuPercent: otherCpu === undefined ? undefined : (100 * otherCpu) / wallMicros,
+    handled: after.handled - before.handled,
+    serverRssBytes: after.rssBytes,
+  };
+}
+
+/**
+ * Waits until processes other than the bench use less than `limitPercent` of one core (other
+ * engineers' test runs share the machine), sampling for 1 s at a time, for at most `maxWaitMs`.
+ * Returns false when it gave up (the caller measures anyway; every run records the others' CPU use).
+ */
+export async function waitForQuiet(limitPercent: number, maxWaitMs: number, log: (line: string) => void): Promise<boolean> {
+  const deadline = Date.now() + maxWaitMs;
+  let warned = false;
+  // Two quiet seconds in a row: other test runs come in bursts.
+  for (let quiet = 0; quiet < 2; ) {
+    const busyBefore = machineBusyMicros();
+    const selfBefore = process.cpuUsage();
+    const started = process.hrtime.bigint();
+    await sleep(1_000);
+    const busyAfter = machineBusyMicros();
+    if (busyBefore === undefined || busyAfter === undefined) return true;
+    const self = process.cpuUsage(selfBefore);
+    const wall = Number(process.hrtime.bigint() - started) / 1e3;
+    const other = (100 * (busyAfter - busyBefore - self.user - self.system)) / wall;
+    if (other < limitPercent) {
+      quiet++;
+      continue;
+    }
+    quiet = 0;
+    if (Date.now() > deadline) return false;
+    if (!warned) log(`  machine busy (other processes use ${other.toFixed(0)} % of a core): waiting for it to calm down…`);
+    warned = true;
+  }
+  return true;
+}
+
+/** Busy CPU time of the whole machine from /proc/stat, in µs (undefined off Linux). */
+function machineBusyMicros(): number | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+    return (user + nice + system + irq + softirq + steal) * 10_000; // USER_HZ = 100
+  } catch {
+    return undefined;
+  }
+}
+
+/** One request, for the sanity checks before measuring. */
+export async function post(url: string, key: string | undefined): Promise<{ status: number; replayed: boolean }> {
+  const headers: Record<string, string> = { 'content-type': CONTENT_TYPE };
+  if (key !== undefined) headers['idempotency-key'] = key;
+  const response = await fetch(url + ROUTE, { method: 'POST', headers, body: BODY });
+  await response.arrayBuffer();
+  return { status: response.status, replayed: response.headers.get('idempotent-replayed') === 'true' };
+}

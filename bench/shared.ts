@@ -1,0 +1,53 @@
+/** What the orchestrator (run.ts), the child server (server.ts) and the raw store bench share. */
+
+export type Framework = 'fastify' | 'express';
+export type StoreKind = 'none' | 'memory' | 'sqlite';
+export type Workload = 'new-key' | 'replay' | 'no-key';
+
+export const ROUTE = '/charges';
+/** The one request body every workload sends, byte for byte. */
+export const BODY = JSON.stringify({ amount: 1200, currency: 'eur', customer: 'cus_8e03978e', description: 'bench' });
+export const CONTENT_TYPE = 'application/json';
+/** The replay workload cycles over this many completed keys. */
+export const REPLAY_KEYS = 16;
+/**
+ * The memory store's default bound (10 000 records, kept for 24 h) would fill within a second of
+ * the new-key workload and then answer 503; the bench lifts it so every request is a real claim.
+ */
+export const MEMORY_MAX_RECORDS = 50_000_000;
+
+/** How server.ts is told what to serve (argv: --framework=… --store=… --delay=… --required=…). */
+export interface ServerConfig {
+  readonly framework: Framework;
+  readonly store: StoreKind;
+  /** Handler delay in ms (0: a synchronous handler). */
+  readonly delayMs: number;
+  /** The middleware's `required` option; false for the no-key workload (pass-through). */
+  readonly required: boolean;
+}
+
+/** Child → parent, once listening. */
+export interface ListeningMessage {
+  readonly type: 'listening';
+  readonly port: number;
+}
+
+/** Child → parent, in answer to `{ type: 'stats' }`: cumulative counters since start. */
+export interface StatsMessage {
+  readonly type: 'stats';
+  /** process.cpuUsage() of the whole server process (every thread), in µs. */
+  readonly userMicros: number;
+  readonly systemMicros: number;
+  /** How many times the route handler ran. */
+  readonly handled: number;
+  readonly rssBytes: number;
+}
+
+export type ChildMessage = ListeningMessage | StatsMessage;
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
