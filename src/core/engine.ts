@@ -5,11 +5,11 @@ import {
   LeaseLostError,
   LeaseLostHttpError,
   MissingKeyError,
-  StoreUnavailableError,
   StoreUnavailableHttpError,
 } from './errors.js';
 import type { FingerprintInput } from './fingerprint.js';
 import { fingerprint } from './fingerprint.js';
+import { Deadlines } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
@@ -57,9 +57,11 @@ const WAIT_POLL_MAX_MS = 250;
 export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
   private readonly keeper: LeaseKeeper | undefined;
+  private readonly deadlines: Deadlines;
 
   constructor(options: IdempotencyOptions<Req>) {
     this.options = resolveOptions(options);
+    this.deadlines = new Deadlines(this.options.storeTimeoutMs);
     if (this.options.renewLease) this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / 3)));
   }
 
@@ -88,9 +90,8 @@ export class IdempotencyEngine<Req = unknown> {
     for (;;) {
       let claim: Claim;
       try {
-        claim = await withTimeout(
+        claim = await this.deadlines.bound(
           options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs }),
-          options.storeTimeoutMs,
           'claim',
           // The client already got its 503: a claim that lands later must not block its retry for a lease.
           (late) => {
@@ -127,13 +128,13 @@ export class IdempotencyEngine<Req = unknown> {
         const begin = (store as TransactionalStore).beginTransaction();
         // A transaction that opens after we gave up must still be closed, or it would hold a connection.
         begin.catch(() => {});
-        transaction = await withTimeout(begin, this.options.storeTimeoutMs, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
+        transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
       } catch (error) {
         await store.release(ref, claim.token).catch(this.options.onError);
         return this.storeDown(error);
       }
     }
-    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper) };
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines) };
   }
 
   private storeDown(error: unknown): Admission {
@@ -151,6 +152,7 @@ export class Execution {
   private readonly token: string;
   private readonly transaction: StoreTransaction<unknown> | undefined;
   private readonly keeper: LeaseKeeper | undefined;
+  private readonly deadlines: Deadlines;
   private leaseLost = false;
   private discarded = false;
   private finished = false;
@@ -161,9 +163,11 @@ export class Execution {
     claim: Extract<Claim, { kind: 'acquired' }>,
     transaction: StoreTransaction<unknown> | undefined,
     keeper: LeaseKeeper | undefined,
+    deadlines: Deadlines,
   ) {
     this.options = options;
     this.keeper = keeper;
+    this.deadlines = deadlines;
     this.ref = ref;
     this.token = claim.token;
     this.transaction = transaction;
@@ -225,19 +229,18 @@ export class Execution {
     const fitted = fitResponse(response, store.maxResponseBytes);
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await withTimeout(store.complete(this.ref, this.token, fitted), this.options.storeTimeoutMs, 'complete').catch(onError);
+      await this.deadlines.bound(store.complete(this.ref, this.token, fitted), 'complete').catch(onError);
       return undefined;
     }
-    const limit = this.options.storeTimeoutMs;
     try {
       if (this.leaseLost) throw new LeaseLostError();
-      await withTimeout(tx.complete(this.ref, this.token, fitted), limit, 'complete');
+      await this.deadlines.bound(tx.complete(this.ref, this.token, fitted), 'complete');
       // A commit that times out may still land: the 503 then means "unknown, retry with the same
       // key", and the retry replays or, after the lease, takes over a record that never completed.
-      await withTimeout(tx.commit(), limit, 'commit');
+      await this.deadlines.bound(tx.commit(), 'commit');
       return undefined;
     } catch (error) {
-      await withTimeout(tx.rollback(), limit, 'rollback').catch(() => {});
+      await this.deadlines.bound(tx.rollback(), 'rollback').catch(() => {});
       onError(error);
       if (error instanceof LeaseLostError) return new LeaseLostHttpError(error);
       await this.releaseQuietly();
@@ -274,31 +277,6 @@ export class Execution {
       if (!(error instanceof LeaseLostError)) this.options.onError(error);
     }
   }
-}
-
-/**
- * Rejects with `StoreUnavailableError` when `operation` has not settled within `ms`. `onLate`
- * receives a value that arrives after the deadline, so it can be cleaned up.
- */
-function withTimeout<T>(operation: Promise<T>, ms: number, name: string, onLate?: (value: T) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      reject(new StoreUnavailableError(`store ${name} did not answer within ${ms} ms (option \`storeTimeoutMs\`)`));
-    }, ms);
-    operation.then(
-      (value) => {
-        clearTimeout(timer);
-        if (timedOut) onLate?.(value);
-        else resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }
 
 function delay(ms: number): Promise<void> {
