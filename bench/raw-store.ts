@@ -4,16 +4,11 @@
  * other per-request cost the middleware cannot avoid.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import type { IdempotencyStore, StoredResponse } from 'idemkit';
 import { fingerprint } from 'idemkit';
-import { memoryStore } from 'idemkit/stores/memory';
-import { sqliteStore } from 'idemkit/stores/sqlite';
 import type { StoreKind } from './shared.js';
-import { BODY, CONTENT_TYPE, MEMORY_MAX_RECORDS, REPLAY_KEYS, ROUTE, median } from './shared.js';
+import { openBenchStore } from './stores.js';
+import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE, SERVER_STORES, median } from './shared.js';
 
 export interface RawStoreResult {
   readonly store: Exclude<StoreKind, 'none'>;
@@ -23,6 +18,9 @@ export interface RawStoreResult {
   readonly replayMicros: number;
   readonly newKeyRepetitions: readonly number[];
   readonly replayRepetitions: readonly number[];
+  /** Server round trips per request: claim + complete of a new key, and a replay (0: in-process). */
+  readonly newKeyRoundTrips: number;
+  readonly replayRoundTrips: number;
 }
 
 export interface RawResults {
@@ -67,21 +65,10 @@ async function replays(store: IdempotencyStore, refs: ReadonlyArray<{ scope: str
 }
 
 async function measureStore(kind: Exclude<StoreKind, 'none'>, iterations: number, repetitions: number): Promise<RawStoreResult> {
-  let store: IdempotencyStore;
-  let close: () => void;
-  if (kind === 'memory') {
-    const memory = memoryStore({ maxRecords: MEMORY_MAX_RECORDS });
-    store = memory;
-    close = () => memory.close();
-  } else {
-    const dir = mkdtempSync(join(tmpdir(), 'idemkit-raw-'));
-    const database = new Database(join(dir, 'raw.db'));
-    store = sqliteStore({ database });
-    close = () => {
-      database.close();
-      rmSync(dir, { recursive: true, force: true });
-    };
-  }
+  const opened = await openBenchStore(kind);
+  const { store } = opened;
+  // Over the network a round trip dominates; fewer iterations give the same precision.
+  if (kind === 'postgres' || kind === 'redis') iterations = Math.max(500, Math.round(iterations / 10));
   try {
     const refs = Array.from({ length: REPLAY_KEYS }, (_, i) => ({ scope: '', key: `raw-replay-${i}` }));
     for (const ref of refs) {
@@ -97,15 +84,22 @@ async function measureStore(kind: Exclude<StoreKind, 'none'>, iterations: number
       newKeyRepetitions.push(await newKeys(store, iterations));
       replayRepetitions.push(await replays(store, refs, iterations));
     }
+    const before = opened.roundTrips();
+    await newKeys(store, 1);
+    const newKeyRoundTrips = opened.roundTrips() - before;
+    await replays(store, refs, 1);
+    const replayRoundTrips = opened.roundTrips() - before - newKeyRoundTrips;
     return {
       store: kind,
+      newKeyRoundTrips,
+      replayRoundTrips,
       newKeyMicros: median(newKeyRepetitions),
       replayMicros: median(replayRepetitions),
       newKeyRepetitions,
       replayRepetitions,
     };
   } finally {
-    close();
+    await opened.close();
   }
 }
 
@@ -118,6 +112,6 @@ function measureFingerprint(iterations: number): number {
 
 export async function measureRawStores(iterations: number, repetitions: number): Promise<RawResults> {
   const stores: RawStoreResult[] = [];
-  for (const kind of ['memory', 'sqlite'] as const) stores.push(await measureStore(kind, iterations, repetitions));
+  for (const kind of SERVER_STORES) stores.push(await measureStore(kind, iterations, repetitions));
   return { iterations, repetitions, stores, fingerprintMicros: measureFingerprint(iterations) };
 }

@@ -126,8 +126,14 @@ export function toMarkdown(meta: ReportMeta, raw: RawResults, configs: readonly 
 
   out.push('## Raw store time (in-process, no HTTP)', '');
   out.push(`Mean per operation over ${int(raw.iterations)} iterations, median of ${raw.repetitions} repetitions.`, '');
-  out.push('| store | new key: claim + complete (µs) | replay: claim on a completed key (µs) |', '|---|---:|---:|');
-  for (const s of raw.stores) out.push(`| ${s.store} | ${fixed(s.newKeyMicros, 2)} | ${fixed(s.replayMicros, 2)} |`);
+  out.push(
+    '| store | new key: claim + complete (µs) | replay: claim on a completed key (µs) | round trips: new key / replay |',
+    '|---|---:|---:|---:|',
+  );
+  for (const s of raw.stores) {
+    const trips = s.newKeyRoundTrips === 0 && s.replayRoundTrips === 0 ? 'in process' : `${s.newKeyRoundTrips} / ${s.replayRoundTrips}`;
+    out.push(`| ${s.store} | ${fixed(s.newKeyMicros, 2)} | ${fixed(s.replayMicros, 2)} | ${trips} |`);
+  }
   out.push('', `Fingerprint of the bench request (canonical JSON + SHA-256), for reference: ${fixed(raw.fingerprintMicros, 2)} µs.`, '');
 
   out.push('## Middleware against the bare framework (trivial handler)', '');

@@ -16,7 +16,7 @@ import { measureRawStores } from './raw-store.js';
 import type { ConfigResult, ReportMeta } from './report.js';
 import { buildRows, toMarkdown } from './report.js';
 import type { Framework, ServerConfig, StoreKind, Workload } from './shared.js';
-import { median } from './shared.js';
+import { SERVER_STORES, median } from './shared.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -47,7 +47,7 @@ const DELAY_MS = 5;
 
 const FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
 const WORKLOADS: readonly Workload[] = ['new-key', 'replay', 'no-key'];
-const STORES: readonly StoreKind[] = ['none', 'memory', 'sqlite'];
+const STORES: readonly StoreKind[] = ['none', ...SERVER_STORES];
 
 interface Plan {
   readonly framework: Framework;

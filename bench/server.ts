@@ -5,23 +5,18 @@
  *   node --conditions=idemkit-source --import tsx bench/server.ts --framework=fastify --store=memory
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
 import express from 'express';
 import Fastify from 'fastify';
 import type { IdempotencyStore } from 'idemkit';
 import { idempotency as expressIdempotency } from 'idemkit/express';
 import { idempotency as fastifyIdempotency } from 'idemkit/fastify';
-import { memoryStore } from 'idemkit/stores/memory';
-import { sqliteStore } from 'idemkit/stores/sqlite';
+import { openBenchStore } from './stores.js';
 import type { ChildMessage, Framework, ServerConfig, StoreKind } from './shared.js';
-import { MEMORY_MAX_RECORDS, ROUTE } from './shared.js';
+import { ROUTE } from './shared.js';
 
 const { values } = parseArgs({
   options: {
@@ -39,22 +34,13 @@ const config: ServerConfig = {
 };
 
 let handled = 0;
-const cleanups: Array<() => void> = [];
+const cleanups: Array<() => Promise<void> | void> = [];
 
-function openStore(kind: StoreKind): IdempotencyStore | undefined {
+async function openStore(kind: StoreKind): Promise<IdempotencyStore | undefined> {
   if (kind === 'none') return undefined;
-  if (kind === 'memory') {
-    const store = memoryStore({ maxRecords: MEMORY_MAX_RECORDS });
-    cleanups.push(() => store.close());
-    return store;
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'idemkit-bench-'));
-  const database = new Database(join(dir, 'bench.db'));
-  cleanups.push(() => {
-    database.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return sqliteStore({ database }); // WAL, synchronous = NORMAL
+  const opened = await openBenchStore(kind);
+  cleanups.push(() => opened.close());
+  return opened.store;
 }
 
 function body() {
@@ -99,10 +85,10 @@ function send(message: ChildMessage): void {
   process.send?.(message);
 }
 
-function shutdown(): never {
+async function shutdown(): Promise<never> {
   for (const cleanup of cleanups) {
     try {
-      cleanup();
+      await cleanup();
     } catch {
       // best effort: the process is going away
     }
@@ -110,8 +96,8 @@ function shutdown(): never {
   process.exit(0);
 }
 
-process.on('SIGTERM', shutdown);
-process.on('SIGINT', shutdown);
+process.on('SIGTERM', () => void shutdown());
+process.on('SIGINT', () => void shutdown());
 process.on('disconnect', shutdown);
 process.on('message', (message: { type?: string }) => {
   if (message.type !== 'stats') return;
@@ -119,7 +105,7 @@ process.on('message', (message: { type?: string }) => {
   send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, rssBytes: process.memoryUsage.rss() });
 });
 
-const store = openStore(config.store);
+const store = await openStore(config.store);
 const port = config.framework === 'fastify' ? await startFastify(store) : await startExpress(store);
 send({ type: 'listening', port });
 if (!process.send) console.log(`listening on http://127.0.0.1:${port}${ROUTE} (${JSON.stringify(config)})`);

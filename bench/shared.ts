@@ -1,7 +1,11 @@
 /** What the orchestrator (run.ts), the child server (server.ts) and the raw store bench share. */
 
 export type Framework = 'fastify' | 'express';
-export type StoreKind = 'none' | 'memory' | 'sqlite';
+export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis';
+/** Every store measured, in order; `BENCH_STORES=memory,sqlite` narrows it. */
+export const SERVER_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = (
+  process.env.BENCH_STORES?.split(',') ?? ['memory', 'sqlite', 'postgres', 'redis']
+) as Array<Exclude<StoreKind, 'none'>>;
 export type Workload = 'new-key' | 'replay' | 'no-key';
 
 export const ROUTE = '/charges';

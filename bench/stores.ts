@@ -1,0 +1,91 @@
+/**
+ * Opens each benchmarked store, in the server child and in the raw-store bench alike. Server
+ * stores (PostgreSQL, Redis) count their round trips, so the report can show how many one
+ * request costs.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { IdempotencyStore } from 'idemkit';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { memoryStore } from 'idemkit/stores/memory';
+import { postgresStore } from 'idemkit/stores/postgres';
+import { redisStore } from 'idemkit/stores/redis';
+import { sqliteStore } from 'idemkit/stores/sqlite';
+import type { StoreKind } from './shared.js';
+import { MEMORY_MAX_RECORDS } from './shared.js';
+
+export interface BenchStore {
+  readonly store: IdempotencyStore;
+  /** Round trips to the server so far (always 0 for in-process stores). */
+  roundTrips(): number;
+  close(): Promise<void>;
+}
+
+export const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+
+export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<BenchStore> {
+  const none = () => 0;
+  if (kind === 'memory') {
+    const store = memoryStore({ maxRecords: MEMORY_MAX_RECORDS });
+    return { store, roundTrips: none, close: async () => store.close() };
+  }
+  if (kind === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-bench-'));
+    const database = new Database(join(dir, 'bench.db'));
+    const store = sqliteStore({ database }); // WAL, synchronous = NORMAL
+    return {
+      store,
+      roundTrips: none,
+      close: async () => {
+        database.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const table = `bench_${process.pid}`;
+  if (kind === 'postgres') {
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 10 });
+    pool.on('error', () => {});
+    let trips = 0;
+    const counted = {
+      query: (...args: Parameters<pg.Pool['query']>) => {
+        trips++;
+        return (pool.query as (...a: unknown[]) => unknown)(...args);
+      },
+      connect: () => pool.connect(),
+    } as unknown as pg.Pool;
+    const store = postgresStore({ pool: counted, table });
+    await store.migrate();
+    return {
+      store,
+      roundTrips: () => trips,
+      close: async () => {
+        await pool.query(`DROP TABLE IF EXISTS ${table} CASCADE; DROP FUNCTION IF EXISTS ${table}_claim CASCADE`);
+        await pool.end();
+      },
+    };
+  }
+  const client = new Redis(REDIS_URL);
+  let trips = 0;
+  const callBuffer = client.callBuffer.bind(client);
+  const counted = Object.assign(Object.create(client) as Redis, {
+    callBuffer: (...args: Parameters<Redis['callBuffer']>) => {
+      trips++;
+      return callBuffer(...args);
+    },
+  });
+  const prefix = `bench-${process.pid}`;
+  return {
+    store: redisStore({ client: counted, prefix }),
+    roundTrips: () => trips,
+    close: async () => {
+      const keys = await client.keys(`${prefix}:*`);
+      for (let i = 0; i < keys.length; i += 1000) await client.del(...keys.slice(i, i + 1000));
+      client.disconnect();
+    },
+  };
+}
