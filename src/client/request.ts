@@ -3,6 +3,7 @@ import { parseIdempotencyKey } from '../core/key.js';
 import { raceAbort } from './backoff.js';
 import { BodyNotReplayableError } from './errors.js';
 import type { ResolvedClientOptions } from './options.js';
+import { concatBytes } from '../core/bytes.js';
 
 /** `RequestInit`, plus async-iterable bodies (Node Readable) and a per-call key. */
 export type IdempotentRequestInit = Omit<RequestInit, 'body'> & {
@@ -134,11 +135,6 @@ async function readUpTo(stream: ReadableStream<Uint8Array>, limit: number, signa
     await reader.cancel(error).catch(() => {});
     throw error;
   }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  // Stream chunks are backed by plain ArrayBuffers, so the joined bytes are too.
+  return concatBytes(chunks, size) as Uint8Array<ArrayBuffer>;
 }

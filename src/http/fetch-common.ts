@@ -1,4 +1,5 @@
 import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { concatBytes } from '../core/bytes.js';
 import { replayBody, replayHeaderList } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 
@@ -54,18 +55,7 @@ export async function readLimited(request: Request, limit: number): Promise<Uint
     }
     chunks.push(value);
   }
-  return concat(chunks, size);
-}
-
-export function concat(chunks: readonly Uint8Array[], size = chunks.reduce((n, c) => n + c.byteLength, 0)): Uint8Array {
-  if (chunks.length === 1 && chunks[0]) return chunks[0];
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, size);
 }
 
 /** Path with query string, as the fingerprint expects it. */

@@ -2,7 +2,7 @@
  * Helpers for the MySQL store suite: a pool wrapper that sees every statement, and a forwarder
  * whose open connections can be frozen for good while new ones still pass.
  */
-import { connect, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import type { MysqlConnection, MysqlPool } from '../../src/stores/mysql.js';
@@ -53,53 +53,6 @@ export function spyPool(pool: Pool, options: SpyOptions = {}) {
   };
 }
 
-export interface Forwarder {
-  readonly port: number;
-  /** Open connections stop forwarding for good (a NAT that dropped its state); new ones still pass. */
-  freezeOpen(): void;
-  close(): Promise<void>;
-}
-
-/** A TCP forwarder to `targetPort`, listening on `listenPort` (0: any free port). */
-export async function startForwarder(targetPort: number, listenPort = 0): Promise<Forwarder> {
-  const open = new Set<[Socket, Socket]>();
-  const all = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(targetPort, '127.0.0.1');
-    const pair: [Socket, Socket] = [client, upstream];
-    open.add(pair);
-    all.add(client).add(upstream);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    const drop = () => {
-      open.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listenPort, '127.0.0.1', resolve);
-  });
-  return {
-    port: (server.address() as AddressInfo).port,
-    freezeOpen() {
-      for (const [a, b] of open) {
-        a.unpipe();
-        b.unpipe();
-        a.pause();
-        b.pause();
-      }
-      open.clear();
-    },
-    close() {
-      for (const socket of all) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 /** A port nothing listens on (it was free a moment ago). */
 export async function closedPort(): Promise<number> {

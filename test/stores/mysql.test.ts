@@ -12,7 +12,7 @@ import { mysqlSchema, mysqlStore } from '../../src/stores/mysql.js';
 import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { describeStoreContract } from './contract.js';
-import { closedPort, spyPool, startForwarder, startSilentServer } from './mysql-helpers.js';
+import { closedPort, spyPool, startSilentServer } from './mysql-helpers.js';
 
 const up = await requireService(MARIADB);
 
@@ -491,7 +491,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
           await expectUnavailable(await handle(post(key)), startedAt, 1_500);
         }
         expect(state.executions).toBe(0);
-        const forwarder = await startForwarder(MARIADB.port, port);
+        const forwarder = await startTcpProxy(MARIADB.port, { listenPort: port });
         try {
           expect((await handle(post(key))).status).toBe(201);
           expect((await handle(post(key))).headers.get('idempotent-replayed')).toBe('true');
@@ -578,7 +578,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
     });
 
     it('destroys a connection frozen for good, so the pool recovers without it', async () => {
-      const forwarder = await startForwarder(MARIADB.port);
+      const forwarder = await startTcpProxy(MARIADB.port);
       const pool = createPool({ ...BASE, port: forwarder.port, connectionLimit: 1 });
       const spy = spyPool(pool);
       const store = mysqlStore({ pool: spy.pool, table, statementTimeoutMs: 500 });

@@ -11,16 +11,20 @@ export interface TcpProxy {
   cut(): void;
   /** Stops forwarding: open connections freeze, new ones are refused until `resume`. */
   pause(): void;
+  /** Freezes the open connections for good (silently dead), while new ones still go through. */
+  freezeOpen(): void;
   resume(): void;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpProxy> {
+/** `listenPort` reopens a proxy on the port a closed one had (0: any free port). */
+export async function startTcpProxy(targetPort: number, options: { listenPort?: number } = {}): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
   let paused = false;
+  const frozen: Array<[Socket, Socket]> = [];
   const server: Server = createServer((client) => {
     if (paused) return void client.destroy();
-    const upstream = connect(targetPort, targetHost);
+    const upstream = connect(targetPort, '127.0.0.1');
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
     client.pipe(upstream);
@@ -33,7 +37,10 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.listenPort ?? 0, '127.0.0.1', resolve);
+  });
   const cut = () => {
     for (const [a, b] of pairs) {
       a.destroy();
@@ -53,6 +60,16 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
         b.unpipe();
       }
     },
+    freezeOpen() {
+      for (const [a, b] of pairs) {
+        a.unpipe();
+        b.unpipe();
+        a.pause();
+        b.pause();
+      }
+      frozen.push(...pairs);
+      pairs.clear();
+    },
     resume() {
       paused = false;
       for (const [a, b] of pairs) {
@@ -64,6 +81,10 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     },
     close() {
       cut();
+      for (const [a, b] of frozen.splice(0)) {
+        a.destroy();
+        b.destroy();
+      }
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };
