@@ -48,7 +48,8 @@ export function fingerprint(input: FingerprintInput, options: FingerprintOptions
   const canonical = canonicalJsonBody(input, options.fields);
   if (canonical === undefined) {
     hash.update('raw\n');
-    hash.update(input.body);
+    // Without raw bytes (a framework parsed them away), the parsed value's JSON text stands in.
+    hash.update(input.parsedJson && input.body.byteLength === 0 ? (JSON.stringify(input.parsedJson.value) ?? '') : input.body);
   } else {
     hash.update('json\n');
     hash.update(canonical);
@@ -68,7 +69,12 @@ function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | 
       return undefined;
     }
   }
-  return canonicalize(fields ? selectFields(parsed, fields) : parsed);
+  try {
+    return canonicalize(fields ? selectFields(parsed, fields) : parsed);
+  } catch {
+    // RFC 8785 has no form for a lone surrogate ("\ud800"): such a body is hashed as it came.
+    return undefined;
+  }
 }
 
 function selectFields(value: unknown, fields: readonly string[]): unknown[] {

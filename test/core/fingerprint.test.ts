@@ -31,6 +31,16 @@ describe('fingerprint', () => {
     expect(fp('{"a":1}')).not.toBe(fp('{"a":1}', { contentType: 'text/plain' }));
   });
 
+  it('hashes JSON that RFC 8785 cannot canonicalise (a lone surrogate) as raw bytes instead of failing', () => {
+    expect(fp('{"a":"\\ud800"}')).toMatch(/^[0-9a-f]{64}$/);
+    expect(fp('{"a":"\\ud800"}')).toBe(fp('{"a":"\\ud800"}'));
+    expect(fp('{"a":"\\ud800"}')).not.toBe(fp('{"a":"\\ud801"}'));
+    const parsed = (text: string) =>
+      fingerprint({ method: 'POST', path: '/x', contentType: 'application/json', body: new Uint8Array(0), parsedJson: { value: JSON.parse(text) } });
+    expect(parsed('{"a":"\\ud800"}')).toMatch(/^[0-9a-f]{64}$/);
+    expect(parsed('{"a":"\\ud800"}')).not.toBe(parsed('{"a":"\\ud801"}'));
+  });
+
   it('includes the method and the path with its query string', () => {
     expect(fp('{}')).not.toBe(fp('{}', { method: 'PATCH' }));
     expect(fp('{}')).not.toBe(fp('{}', { path: '/charges?x=1' }));

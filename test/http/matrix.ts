@@ -201,6 +201,17 @@ export function describeMatrix(name: string, factory: AppFactory): void {
       expect(state.executions).toBe(2);
     });
 
+    it('accepts JSON that RFC 8785 cannot canonicalise (a lone surrogate), and replays it', async () => {
+      const k = key();
+      const body = '{"note":"\\ud800"}';
+      const first = await send(app, '/charges', { key: k, body, headers: { 'content-type': 'application/json' } });
+      expect(first.status).toBe(201);
+      const again = await send(app, '/charges', { key: k, body, headers: { 'content-type': 'application/json' } });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.text).toBe(first.text);
+      expect(state.executions).toBe(1);
+    });
+
     it('treats the quoted sf-string key and the bare key as the same key', async () => {
       const k = key();
       const first = await send(app, '/charges', { key: `"${k}"`, body: { amount: 5 } });
