@@ -1,5 +1,5 @@
 import { PROBLEM_CONTENT_TYPE } from '../core/errors.js';
-import { REPLAYED_HEADER } from '../core/response.js';
+import { isNullBodyStatus, REPLAYED_HEADER } from '../core/response.js';
 import type { Problem } from './errors.js';
 
 /** How the call went, attached to the final response as `response.idempotency`. */
@@ -15,8 +15,6 @@ export interface IdempotencyInfo {
 /** A fetch `Response` that also says how the idempotent call went. */
 export type IdempotentResponse = Response & { readonly idempotency: IdempotencyInfo };
 
-/** Statuses whose responses cannot carry a body. */
-const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
 export function isReplayed(response: Response): boolean {
   const value = response.headers.get(REPLAYED_HEADER)?.trim().toLowerCase();
@@ -29,7 +27,7 @@ export function isReplayed(response: Response): boolean {
  * `idempotency` property. `url` and `redirected` are carried over from the original.
  */
 export function finalResponse(original: Response, body: Uint8Array<ArrayBuffer>, info: IdempotencyInfo): IdempotentResponse {
-  const response = new Response(NULL_BODY_STATUS.has(original.status) ? null : body, {
+  const response = new Response(isNullBodyStatus(original.status) ? null : body, {
     status: original.status,
     statusText: original.statusText,
     headers: original.headers,

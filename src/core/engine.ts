@@ -15,7 +15,6 @@ import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
-import { fitResponse } from './store.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
@@ -226,15 +225,15 @@ export class Execution {
       await this.releaseQuietly();
       return undefined;
     }
-    const fitted = fitResponse(response, store.maxResponseBytes);
+    // Each store applies its own size limit (fitResponse) when it writes the record.
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await this.deadlines.bound(store.complete(this.ref, this.token, fitted), 'complete').catch(onError);
+      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').catch(onError);
       return undefined;
     }
     try {
       if (this.leaseLost) throw new LeaseLostError();
-      await this.deadlines.bound(tx.complete(this.ref, this.token, fitted), 'complete');
+      await this.deadlines.bound(tx.complete(this.ref, this.token, response), 'complete');
       // A commit that times out may still land: the 503 then means "unknown, retry with the same
       // key", and the retry replays or, after the lease, takes over a record that never completed.
       await this.deadlines.bound(tx.commit(), 'commit');

@@ -5,6 +5,13 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 /** Set on a replay whose body exceeded the store's limit and was not kept. */
 export const BODY_OMITTED_HEADER = 'idempotent-body-omitted';
 
+const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
+
+/** Statuses whose responses never carry a body (HTTP semantics; WHATWG Response refuses one). */
+export function isNullBodyStatus(status: number): boolean {
+  return NULL_BODY_STATUSES.has(status);
+}
+
 type HeaderValue = string | number | readonly string[] | undefined;
 
 /** Builds the record of a response, keeping only allowlisted headers (never Set-Cookie). */

@@ -5,7 +5,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
@@ -26,7 +26,6 @@ declare global {
 /** Body-parser's private "already parsed" flag; setting it makes express.json() & co. skip the request. */
 type ParsedRequest = Request & { _body?: boolean };
 
-const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 const EMPTY = Buffer.alloc(0);
 
 /**
@@ -261,7 +260,7 @@ async function deliver(res: ServerResponse, capture: Capture, callback: (() => v
     res.statusCode = status;
     res.statusMessage = statusMessage;
   }
-  if (NULL_BODY_STATUS.has(status) || body.byteLength === 0) res.end(callback);
+  if (isNullBodyStatus(status) || body.byteLength === 0) res.end(callback);
   else res.end(body, callback);
 }
 
@@ -297,7 +296,7 @@ function sendReplay(res: ServerResponse, stored: StoredResponse): void {
   res.statusCode = stored.status;
   for (const [name, value] of Object.entries(replayHeaderRecord(stored))) res.setHeader(name, value);
   const body = replayBody(stored);
-  if (NULL_BODY_STATUS.has(stored.status) || body.byteLength === 0) res.end();
+  if (isNullBodyStatus(stored.status) || body.byteLength === 0) res.end();
   else res.end(body);
 }
 

@@ -6,7 +6,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
@@ -36,7 +36,6 @@ interface Pending {
   tooLarge: boolean;
 }
 
-const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 const EMPTY = Buffer.alloc(0);
 const HOOKS = ['onRequest', 'preHandler', 'onSend', 'onError', 'onResponse'] as const;
 const kProtected = Symbol('idemkit.fastify.route');
@@ -166,7 +165,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       throw error;
     }
     state.execution = undefined; // captured once; a later error answer passes through
-    if (NULL_BODY_STATUS.has(reply.statusCode)) bytes = EMPTY;
+    if (isNullBodyStatus(reply.statusCode)) bytes = EMPTY;
     const stored = toStoredResponse(reply.statusCode, Object.entries(reply.getHeaders()), bytes, replayHeaders);
     const replacement = await execution.finish(stored, state.threw);
     // The payload as it came (a string goes out in one write with the headers), or its bytes.

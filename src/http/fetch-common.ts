@@ -1,10 +1,7 @@
 import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { concatBytes } from '../core/bytes.js';
-import { replayBody, replayHeaderList } from '../core/response.js';
+import { isNullBodyStatus, replayBody, replayHeaderList } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
-
-/** Statuses whose responses must not carry a body. */
-const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
 /** A problem+json response for an idempotency error. */
 export function problemResponse(error: IdempotencyHttpError): Response {
@@ -22,7 +19,7 @@ export function handlerErrorResponse(): Response {
 
 export function replayResponse(stored: StoredResponse): Response {
   const body = replayBody(stored);
-  return new Response(NULL_BODY_STATUS.has(stored.status) || body.byteLength === 0 ? null : (body as Uint8Array<ArrayBuffer>), {
+  return new Response(isNullBodyStatus(stored.status) || body.byteLength === 0 ? null : (body as Uint8Array<ArrayBuffer>), {
     status: stored.status,
     headers: replayHeaderList(stored) as Array<[string, string]>,
   });
@@ -30,7 +27,7 @@ export function replayResponse(stored: StoredResponse): Response {
 
 /** A copy of `response` with its already-read body, to send after the record is written. */
 export function rebuildResponse(response: Response, body: Uint8Array): Response {
-  return new Response(NULL_BODY_STATUS.has(response.status) || body.byteLength === 0 ? null : (body as Uint8Array<ArrayBuffer>), {
+  return new Response(isNullBodyStatus(response.status) || body.byteLength === 0 ? null : (body as Uint8Array<ArrayBuffer>), {
     status: response.status,
     statusText: response.statusText,
     headers: response.headers,
