@@ -12,6 +12,7 @@ import type {
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { booleanOption, integerOption } from '../core/validate.js';
+import { gateFor } from './sqlite-gate.js';
 
 /** The part of a better-sqlite3 statement the store uses. */
 export interface SqliteStatement {
@@ -159,7 +160,8 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     `DELETE FROM ${t} WHERE (scope, key) IN (SELECT scope, key FROM ${t} WHERE ${EXPIRED(t)} LIMIT @limit)`,
   );
 
-  const gate = new TransactionGate();
+  // Shared with every SQL executor on this Database (idemkit/patterns), so none joins another's transaction.
+  const gate = gateFor(db);
   const fenced = (stmt: SqliteStatement, params: object) => {
     if (stmt.run(params).changes !== 1) throw new LeaseLostError();
   };
@@ -275,29 +277,4 @@ function toRecord(ref: RecordRef, row: Row | undefined): IdempotencyRecord | und
     recoveryData: row.recovery_data === null ? undefined : JSON.parse(row.recovery_data),
     response: row.state === 'completed' ? toResponse(row) : undefined,
   };
-}
-
-/**
- * Lets synchronous statements run at once while no transaction is open, and queues them behind
- * an open one (and transactions behind each other).
- */
-class TransactionGate {
-  private tail: Promise<void> | undefined;
-
-  async run<T>(fn: () => T): Promise<T> {
-    while (this.tail) await this.tail;
-    return fn();
-  }
-
-  async lock(): Promise<() => void> {
-    while (this.tail) await this.tail;
-    let unlock!: () => void;
-    this.tail = new Promise<void>((resolve) => {
-      unlock = () => {
-        this.tail = undefined;
-        resolve();
-      };
-    });
-    return unlock;
-  }
 }
