@@ -1,5 +1,6 @@
 import type { IdempotencyHttpError } from './errors.js';
 import {
+  IdemkitError,
   KeyInFlightError,
   KeyMismatchError,
   LeaseLostError,
@@ -15,6 +16,7 @@ import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
+import { isTransactionalStore } from './store.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
@@ -44,6 +46,28 @@ export interface IdempotencyContext<Tx = unknown> {
    * and the response is not stored, so the key can be used again.
    */
   discard(): void;
+  /**
+   * Opens a store transaction of this request's own, for one recovery phase (idemkit/patterns
+   * `definePhases`): its `checkpoint` is fenced by the owner token and commits with the writes.
+   * Refused in transactional mode (the whole request is already one transaction, which a phase
+   * commit would break) and on a store without transactions.
+   */
+  beginTransaction(): Promise<FencedTransaction<Tx>>;
+  /**
+   * Ends the request without a stored result but keeps its recovery points: the response is sent
+   * and not stored, the record stays in flight and its lease is given up at once, so a retry (or a
+   * completer) resumes from the last recovery point. Releasing instead would forget committed phases.
+   */
+  suspend(): void;
+}
+
+/** A store transaction bound to one claimed record: `checkpoint` is fenced by its owner token. */
+export interface FencedTransaction<Tx = unknown> {
+  readonly tx: Tx;
+  /** Records a recovery point inside the transaction; throws `LeaseLostError` when the token is stale. */
+  checkpoint(point: string, data?: unknown): Promise<void>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
 }
 
 const WAIT_POLL_MIN_MS = 10;
@@ -154,6 +178,7 @@ export class Execution {
   private readonly deadlines: Deadlines;
   private leaseLost = false;
   private discarded = false;
+  private suspended = false;
   private finished = false;
 
   constructor(
@@ -184,8 +209,35 @@ export class Execution {
       discard: () => {
         this.discarded = true;
       },
+      beginTransaction: () => this.beginPhaseTransaction(),
+      suspend: () => {
+        this.suspended = true;
+      },
     };
     keeper?.add(this);
+  }
+
+  private async beginPhaseTransaction(): Promise<FencedTransaction> {
+    const { store } = this.options;
+    if (this.transaction) {
+      throw new IdemkitError(
+        'ERR_IDEMKIT_TRANSACTIONAL_MODE',
+        'ctx.beginTransaction() is refused in transactional mode: the request already runs in one transaction (use ctx.tx)',
+      );
+    }
+    if (this.finished) throw new IdemkitError('ERR_IDEMKIT_EXECUTION_ENDED', 'ctx.beginTransaction() after the request has ended');
+    if (!isTransactionalStore(store)) {
+      throw new IdemkitError('ERR_IDEMKIT_NOT_TRANSACTIONAL', `ctx.beginTransaction() needs a store with transactions; the ${store.name} store has none`);
+    }
+    const begin = store.beginTransaction();
+    begin.catch(() => {});
+    const tx = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
+    return {
+      tx: tx.tx,
+      checkpoint: (point, data) => tx.checkpoint(this.ref, this.token, point, data),
+      commit: () => tx.commit(),
+      rollback: () => tx.rollback(),
+    };
   }
 
   /** Called by the lease keeper: extends the lease, or learns that it was lost. */
@@ -220,6 +272,10 @@ export class Execution {
     const { store, onError } = this.options;
     const tx = this.transaction;
     const failed = threw || (tx !== undefined && response.status >= 500);
+    if (this.suspended) {
+      await this.yieldLease();
+      return undefined;
+    }
     if (this.discarded || (tx !== undefined && failed)) {
       if (tx) await tx.rollback().catch(onError);
       await this.releaseQuietly();
@@ -253,7 +309,13 @@ export class Execution {
     this.finished = true;
     this.stopRenewal();
     if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
-    await this.releaseQuietly();
+    if (this.suspended) await this.yieldLease();
+    else await this.releaseQuietly();
+  }
+
+  /** A suspended request keeps its record and recovery points; the lease ends now, so a retry may resume. */
+  private async yieldLease(): Promise<void> {
+    await this.options.store.renew(this.ref, this.token, 0).catch(this.options.onError);
   }
 
   /**

@@ -93,6 +93,19 @@ export function isTransactionalStore(store: IdempotencyStore): store is Transact
   return typeof (store as Partial<TransactionalStore>).beginTransaction === 'function';
 }
 
+/**
+ * An optional store capability, for a completer: the records whose owner is gone (in flight, lease
+ * run out, window not yet over), oldest lease first, at most `limit` of them. A read, not a claim:
+ * whoever acts on one must still claim it, and the claim decides between racing completers and retries.
+ */
+export interface AbandonedRecords {
+  listAbandoned(limit?: number): Promise<IdempotencyRecord[]>;
+}
+
+export function canListAbandoned<S extends IdempotencyStore>(store: S): store is S & AbandonedRecords {
+  return typeof (store as Partial<AbandonedRecords>).listAbandoned === 'function';
+}
+
 /** A clock in epoch milliseconds; injectable so tests can move time. */
 export type Clock = () => number;
 

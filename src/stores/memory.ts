@@ -1,5 +1,5 @@
 import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
-import type { Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import type { AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { durationOption, integerOption } from '../core/validate.js';
@@ -23,6 +23,8 @@ export interface MemoryStoreOptions {
 }
 
 interface MutableRecord {
+  readonly scope: string;
+  readonly key: string;
   state: 'in_flight' | 'completed';
   fingerprint: string;
   token: string;
@@ -34,7 +36,7 @@ interface MutableRecord {
   response?: StoredResponse;
 }
 
-export interface MemoryStore extends IdempotencyStore {
+export interface MemoryStore extends IdempotencyStore, AbandonedRecords {
   /** Number of records held. */
   readonly size: number;
   /** Stops the background sweeper. */
@@ -97,7 +99,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         throw new StoreUnavailableError(`memory store is full (maxRecords = ${maxRecords})`);
       }
       const token = newOwnerToken();
-      records.set(k, { state: 'in_flight', fingerprint, token, leaseUntil: t + o.leaseMs, expiresAt: t + o.windowMs, attempt: 1 });
+      records.set(k, { scope: ref.scope, key: ref.key, state: 'in_flight', fingerprint, token, leaseUntil: t + o.leaseMs, expiresAt: t + o.windowMs, attempt: 1 });
       return { kind: 'acquired', token, takeover: false };
     },
     async renew(ref, token, leaseMs) {
@@ -123,18 +125,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     async get(ref): Promise<IdempotencyRecord | undefined> {
       const r = records.get(id(ref));
-      if (!r) return undefined;
-      return {
-        scope: ref.scope,
-        key: ref.key,
-        state: r.state,
-        fingerprint: r.fingerprint,
-        leaseUntil: r.leaseUntil,
-        expiresAt: r.expiresAt,
-        recoveryPoint: r.recoveryPoint,
-        recoveryData: r.recoveryData,
-        response: r.response,
-      };
+      return r && toRecord(r);
+    },
+    async listAbandoned(limit = 100) {
+      const max = integerOption('limit', limit, 100, 1);
+      const t = now();
+      const found = [...records.values()].filter((r) => r.state === 'in_flight' && r.leaseUntil <= t && r.expiresAt > t);
+      return found.sort((a, b) => a.leaseUntil - b.leaseUntil).slice(0, max).map(toRecord);
     },
     async reap(limit = 1000) {
       return sweep(limit);
@@ -145,3 +142,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   };
 }
 
+function toRecord(r: MutableRecord): IdempotencyRecord {
+  return {
+    scope: r.scope,
+    key: r.key,
+    state: r.state,
+    fingerprint: r.fingerprint,
+    leaseUntil: r.leaseUntil,
+    expiresAt: r.expiresAt,
+    recoveryPoint: r.recoveryPoint,
+    recoveryData: r.recoveryData,
+    response: r.response,
+  };
+}

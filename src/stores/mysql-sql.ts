@@ -96,6 +96,11 @@ export function statements(table: string) {
     // Walks the expiry index in order; the lease condition keeps a live claim out even when its
     // window has passed. `limit` is a validated integer (a LIMIT placeholder is refused by some
     // MySQL versions when mysql2 binds numbers as DOUBLE).
+    // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
+    listAbandoned: (limit: number) => `SELECT ${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, token, revision, attempt,
+        lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+      FROM ${t} WHERE state = 'in_flight' AND lease_until <= ${NOW_MS} AND expires_at > ${NOW_MS}
+      ORDER BY lease_until LIMIT ${limit}`,
     reap: (limit: number) => `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ${limit}`,
   };
 }

@@ -1,5 +1,6 @@
 import { CorruptRecordError, IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
+  AbandonedRecords,
   Claim,
   ClaimOptions,
   IdempotencyRecord,
@@ -40,7 +41,7 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
 
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
-export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn> {
+export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords {
   /** Creates the table and its expiry index if missing. Idempotent, and safe to run concurrently. */
   migrate(): Promise<void>;
 }
@@ -169,6 +170,17 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
     async reap(limit = 1000) {
       const n = integerOption('limit', limit, 1000, 1);
       return affectedRows((await db.run('reap', sql.reap(n), [])).result);
+    },
+    async listAbandoned(limit = 100) {
+      const n = integerOption('limit', limit, 100, 1);
+      const { result } = await db.run('listAbandoned', sql.listAbandoned(n), []);
+      return (result as Array<Record<string, unknown>>).map((raw) => {
+        const scope = text(raw.scope);
+        const key = text(raw.idem_key);
+        if (scope === undefined || key === undefined) throw new CorruptRecordError(`mysql store: a record in \`${table}\` has no scope or key`);
+        const ref = { scope, key };
+        return toRecord(ref, table, parseRow(ref, table, raw));
+      });
     },
     async beginTransaction(): Promise<StoreTransaction<ConnectionOf<P>>> {
       const tx = await db.begin();

@@ -44,6 +44,7 @@ export interface PostgresStatements {
   readonly complete: string;
   readonly release: string;
   readonly reap: string;
+  readonly listAbandoned: string;
 }
 
 /** A record is gone for every purpose once its window has passed and no live lease holds it. */
@@ -196,5 +197,11 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
              SELECT scope, key FROM ${t} AS e WHERE ${expired('e', 'now()')}
               ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) AS doomed
             WHERE r.scope = doomed.scope AND r.key = doomed.key`,
+    // For a completer: owners gone, windows still open. No index serves it (a scan of in-flight
+    // rows); a completer runs it now and then, not per request.
+    listAbandoned: `SELECT scope, key, state, fingerprint, ${epochMs('lease_until')}, ${epochMs('expires_at')}, recovery_point,
+                           recovery_data, status, headers::text AS headers, body, body_omitted
+                      FROM ${t} WHERE state = 'in_flight' AND lease_until <= clock_timestamp() AND expires_at > clock_timestamp()
+                     ORDER BY lease_until LIMIT $1`,
   };
 }

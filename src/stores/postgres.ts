@@ -1,5 +1,6 @@
 import { CorruptRecordError, InvalidOptionError, TransactionEndedError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
+  AbandonedRecords,
   Claim,
   ClaimOptions,
   IdempotencyRecord,
@@ -69,7 +70,7 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client> {
+export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, AbandonedRecords {
   /**
    * Creates the table, its expiry index and the claim function if missing (the text of
    * `sql/postgres.sql` for the default names). Idempotent; safe from several processes at once.
@@ -172,6 +173,16 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     async reap(limit = 1000) {
       const batch = integerOption('limit', limit, 1000, 0);
       return (await run(pool, 'reap', sql.reap, [batch])).rowCount ?? 0;
+    },
+    async listAbandoned(limit = 100) {
+      const batch = integerOption('limit', limit, 100, 1);
+      const { rows } = await run(pool, 'listAbandoned', sql.listAbandoned, [batch]);
+      return (rows as Array<RecordRow & { scope: unknown; key: unknown }>).map((row) => {
+        if (typeof row.scope !== 'string' || typeof row.key !== 'string') {
+          throw new CorruptRecordError(`postgres store: a record in ${where} has a scope or key that is not text`);
+        }
+        return toRecord(new RowReader({ scope: row.scope, key: row.key }, where, row));
+      });
     },
     async beginTransaction(): Promise<StoreTransaction<Client>> {
       let client: Client;

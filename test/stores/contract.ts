@@ -5,6 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseLostError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
+import { canListAbandoned } from '../../src/core/store.js';
 
 export interface ContractContext {
   readonly store: IdempotencyStore;
@@ -226,6 +227,35 @@ export function describeStoreContract(name: string, setup: () => Promise<Contrac
         expect(replay.response.body).not.toBeNull();
         expect(Buffer.from(replay.response.body!).equals(Buffer.from(body))).toBe(true);
       }
+    });
+
+    // An optional capability (for a completer); stores without it (Redis) skip this case.
+    it('lists abandoned records (in flight, lease over, window open) with their recovery points, and nothing else', async (t) => {
+      if (!canListAbandoned(store)) return t.skip();
+      const scope = `abandoned-${randomUUID()}`;
+      const abandoned = ref(scope);
+      const bare = ref(scope);
+      const live = ref(scope);
+      const done = ref(scope);
+      const first = await acquire(abandoned);
+      await store.checkpoint(abandoned, first.token, 'started', { input: { amount: 5 } });
+      await acquire(bare, 'fp-bare');
+      const lease = await store.claim(live, 'fp-1', { leaseMs: 60_000, windowMs: 120_000 });
+      expect(lease.kind).toBe('acquired');
+      const finished = await acquire(done);
+      await store.complete(done, finished.token, response('done'));
+      await ctx.advance(LEASE + 50);
+      const mine = (await store.listAbandoned(1000)).filter((r) => r.scope === scope);
+      expect(mine.map((r) => r.key).sort()).toEqual([abandoned.key, bare.key].sort());
+      const found = mine.find((r) => r.key === abandoned.key)!;
+      expect(found).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1', recoveryPoint: 'started', recoveryData: { input: { amount: 5 } } });
+      expect(mine.find((r) => r.key === bare.key)).toMatchObject({ fingerprint: 'fp-bare', recoveryPoint: undefined });
+      expect((await store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
+      // Taken over, it is owned again and no longer listed; past its window it is gone for every purpose.
+      await acquire(abandoned);
+      expect((await store.listAbandoned(1000)).some((r) => r.key === abandoned.key)).toBe(false);
+      await ctx.advance(WINDOW + 50);
+      expect((await store.listAbandoned(1000)).some((r) => r.scope === scope)).toBe(false);
     });
 
     it('marks a body over maxResponseBytes omitted, keeping status and headers, never truncating', async () => {
