@@ -1,0 +1,156 @@
+// The N-way race on one key, released by a barrier: every request is written but for its last
+// body byte, and only when all N are written do the last bytes go out together. No sleeps.
+import http from 'node:http';
+import https from 'node:https';
+import { CheckConfigError, CheckRequestError } from './errors.js';
+import type { HttpAnswer, HttpRequest } from './http.js';
+import { header, open, send } from './http.js';
+import { freshKey, render } from './template.js';
+
+/** What the race needs to know about the endpoint. */
+export interface RaceTarget {
+  readonly url: string | URL;
+  /** @default 'POST' */
+  readonly method?: string;
+  /** Sent with every request (authorization, content-type, …). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Body template (`{{uuid}}`, `{{n}}`, `{{key}}`); rendered once per round. @default '{"amount":100,"currency":"usd"}' */
+  readonly body?: string;
+  /** @default 'Idempotency-Key' */
+  readonly keyHeader?: string;
+  /** Per request, barrier wait included. @default 10000 */
+  readonly timeoutMs?: number;
+}
+
+export interface RaceOptions {
+  /** Requests per round, all with one key. @default 100 */
+  readonly concurrency?: number;
+  /** Rounds, each with a new key. @default 1 */
+  readonly rounds?: number;
+}
+
+export interface RaceRound {
+  readonly key: string;
+  /** Distinct (status, body) answers among those not refused (409/429): 1 is correct. */
+  readonly distinctOriginals: number;
+  /** Answers without `Idempotent-Replayed: true` among those not refused: 1 when the target marks replays. */
+  readonly unmarked: number;
+  readonly refused: number;
+  readonly hangs: number;
+  readonly errors: number;
+  /** An answer that came before its request was released (the server did not wait for the body). */
+  readonly early: number;
+  /** Did a request sent after the round replay one of the round's originals? */
+  readonly laterReplayMatches: boolean | undefined;
+  /** Up to 3 differing originals, shortened. */
+  readonly samples: readonly string[];
+}
+
+export interface RaceResult {
+  readonly rounds: number;
+  readonly concurrency: number;
+  /** Σ over rounds of (distinct originals − 1): how many extra executions a client could see. */
+  readonly doubleExecutions: number;
+  /** Requests with no answer within the timeout. */
+  readonly hangs: number;
+  /** Requests that failed without an HTTP answer (reset, refused). */
+  readonly errors: number;
+  /** Answers per status code, over all rounds. */
+  readonly statuses: Readonly<Record<string, number>>;
+  readonly perRound: readonly RaceRound[];
+  readonly ms: number;
+}
+
+export const DEFAULT_BODY = '{"amount":100,"currency":"usd"}';
+const REFUSED = new Set([409, 429]);
+
+/**
+ * Sends `concurrency` requests with one key, truly at once, `rounds` times, and counts what a
+ * client would see: distinct originals (a handler that ran twice returns two different bodies),
+ * hangs and statuses. Works black-box against any endpoint.
+ */
+export async function raceCase(target: RaceTarget, options: RaceOptions = {}): Promise<RaceResult> {
+  const concurrency = options.concurrency ?? 100;
+  const rounds = options.rounds ?? 1;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 2) throw new CheckConfigError(`concurrency: expected an integer >= 2, got ${concurrency}`);
+  if (!Number.isSafeInteger(rounds) || rounds < 1) throw new CheckConfigError(`rounds: expected an integer >= 1, got ${rounds}`);
+  const url = new URL(target.url);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CheckConfigError(`url: only http: and https: can be checked, got ${url.protocol}`);
+  const started = performance.now();
+  const statuses: Record<string, number> = {};
+  const perRound: RaceRound[] = [];
+  for (let round = 0; round < rounds; round++) perRound.push(await raceRound(target, url, concurrency, statuses));
+  return {
+    rounds,
+    concurrency,
+    doubleExecutions: perRound.reduce((sum, r) => sum + Math.max(0, r.distinctOriginals - 1), 0),
+    hangs: perRound.reduce((sum, r) => sum + r.hangs, 0),
+    errors: perRound.reduce((sum, r) => sum + r.errors, 0),
+    statuses,
+    perRound,
+    ms: Math.round(performance.now() - started),
+  };
+}
+
+async function raceRound(target: RaceTarget, url: URL, concurrency: number, statuses: Record<string, number>): Promise<RaceRound> {
+  const timeoutMs = target.timeoutMs ?? 10_000;
+  const key = freshKey();
+  const request: HttpRequest = {
+    method: target.method ?? 'POST',
+    url,
+    headers: { 'content-type': 'application/json', ...target.headers, [target.keyHeader ?? 'Idempotency-Key']: key },
+    // at least one byte: the barrier holds the last one back
+    body: render(target.body ?? DEFAULT_BODY, key) || ' ',
+  };
+  // One socket per request (no pooling: a pooled socket would queue a request behind another).
+  const agent = new (url.protocol === 'https:' ? https.Agent : http.Agent)({ keepAlive: false, maxSockets: concurrency });
+  try {
+    const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent }));
+    // The barrier: every request written (or already failed) before any last byte goes out.
+    // Each request's own timeout bounds this wait.
+    await Promise.all(held.map((h) => h.written));
+    for (const h of held) h.release();
+    const settled = await Promise.allSettled(held.map((h) => h.answer));
+    const answers: HttpAnswer[] = [];
+    let hangs = 0;
+    let errors = 0;
+    for (const result of settled) {
+      if (result.status === 'fulfilled') {
+        answers.push(result.value);
+        statuses[result.value.status] = (statuses[result.value.status] ?? 0) + 1;
+      } else if (result.reason instanceof CheckRequestError && result.reason.kind === 'timeout') {
+        hangs++;
+        statuses.timeout = (statuses.timeout ?? 0) + 1;
+      } else {
+        errors++;
+        statuses.error = (statuses.error ?? 0) + 1;
+      }
+    }
+    const originals = answers.filter((a) => !REFUSED.has(a.status));
+    const distinct = new Map<string, HttpAnswer>();
+    for (const a of originals) distinct.set(`${a.status} ${a.body}`, a);
+    // After the round, the key must still replay one of the answers given (normally the only one).
+    let laterReplayMatches: boolean | undefined;
+    if (distinct.size > 0) {
+      try {
+        const later = await send(request, { timeoutMs });
+        laterReplayMatches = distinct.has(`${later.status} ${later.body}`);
+      } catch {
+        laterReplayMatches = false;
+      }
+    }
+    return {
+      key,
+      distinctOriginals: distinct.size,
+      unmarked: originals.filter((a) => header(a, 'idempotent-replayed') !== 'true').length,
+      refused: answers.length - originals.length,
+      hangs,
+      errors,
+      early: held.filter((h) => h.early).length,
+      laterReplayMatches,
+      samples: [...distinct.keys()].slice(0, 3).map((s) => (s.length > 160 ? `${s.slice(0, 157)}...` : s)),
+    };
+  } finally {
+    agent.destroy();
+  }
+}
