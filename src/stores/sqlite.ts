@@ -1,5 +1,6 @@
 import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
+  AbandonedRecords,
   Claim,
   ClaimOptions,
   Clock,
@@ -18,6 +19,7 @@ import { gateFor } from './sqlite-gate.js';
 export interface SqliteStatement {
   run(params?: object): { changes: number };
   get(params?: object): unknown;
+  all(params?: object): unknown[];
 }
 
 /** The part of a better-sqlite3 `Database` the store uses (declared here, so the driver stays the user's). */
@@ -56,7 +58,7 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB> {
+export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords {
   /** Creates the table and its expiry index if missing (run by the factory too). */
   migrate(): void;
 }
@@ -161,6 +163,11 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   );
 
   // Shared with every SQL executor on this Database (idemkit/patterns), so none joins another's transaction.
+  // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
+  const abandoned = db.prepare(
+    `SELECT scope, key, state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+       FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND expires_at > @now ORDER BY lease_until LIMIT @limit`,
+  );
   const gate = gateFor(db);
   const fenced = (stmt: SqliteStatement, params: object) => {
     if (stmt.run(params).changes !== 1) throw new LeaseLostError();
@@ -221,6 +228,11 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     release: (ref, token) => gate.run(() => fenced(release, { ...ref, token })),
     get: (ref) => gate.run(() => toRecord(ref, select.get(ref) as Row | undefined)),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
+    async listAbandoned(limit = 100) {
+      const max = integerOption('limit', limit, 100, 1);
+      const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Row & RecordRef>);
+      return rows.map((row) => toRecord({ scope: row.scope, key: row.key }, row)!);
+    },
     async beginTransaction(): Promise<StoreTransaction<DB>> {
       const unlock = await gate.lock();
       try {
