@@ -1,0 +1,159 @@
+import { createHash } from 'node:crypto';
+import { InvalidOptionError } from '../core/errors.js';
+import { booleanOption, rejectUnknown } from '../core/validate.js';
+import type { SqlExecutor } from '../patterns/sql.js';
+import { MissingMessageIdError } from './errors.js';
+import type { AdapterOptions, ConsumeStats } from './delivery.js';
+import { ADAPTER_KEYS, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+
+/** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
+export interface AmqpMessage {
+  readonly content: Uint8Array;
+  readonly fields: { readonly deliveryTag: number; readonly redelivered: boolean };
+  readonly properties: { readonly messageId?: unknown; readonly headers?: Readonly<Record<string, unknown>> | undefined };
+}
+
+/** The part of an amqplib `Channel` (promise API) the adapter uses. */
+export interface AmqpChannel<Msg extends AmqpMessage = AmqpMessage> {
+  consume(queue: string, onMessage: (message: Msg | null) => void, options?: { noAck?: boolean }): Promise<{ consumerTag: string }>;
+  ack(message: Msg, allUpTo?: boolean): void;
+  nack(message: Msg, allUpTo?: boolean, requeue?: boolean): void;
+  cancel(consumerTag: string): Promise<unknown>;
+}
+
+export interface AmqpIdOptions {
+  /** Header read when `properties.messageId` is absent (e.g. `x-message-id`, `event-id`). */
+  readonly idHeader?: string;
+  /**
+   * Last resort: the SHA-256 of the body. Two distinct messages with identical bodies then count
+   * as one, so enable it only when a body is unique per logical message. @default false
+   */
+  readonly hashFallback?: boolean;
+}
+
+export interface AmqpConsumeOptions<Msg extends AmqpMessage = AmqpMessage> extends AdapterOptions<Msg>, AmqpIdOptions {}
+
+export interface AmqpConsumer {
+  readonly consumerTag: string;
+  readonly stats: ConsumeStats;
+  /** Stops new deliveries and waits for the in-flight handlers to commit and ack. */
+  cancel(): Promise<void>;
+}
+
+/**
+ * The id of a message, in order: `properties.messageId`, the configured header, the SHA-256 of the
+ * body (only with `hashFallback`). Throws MissingMessageIdError naming what was looked at.
+ */
+export function amqpMessageId(message: AmqpMessage, options: AmqpIdOptions = {}): string {
+  const fromProperty = text(message.properties?.messageId);
+  if (fromProperty) return fromProperty;
+  if (options.idHeader !== undefined) {
+    const fromHeader = text(message.properties?.headers?.[options.idHeader]);
+    if (fromHeader) return fromHeader;
+  }
+  if (options.hashFallback) return 'sha256:' + createHash('sha256').update(message.content).digest('hex');
+  const header = options.idHeader === undefined ? '' : ` and no \`${options.idHeader}\` header`;
+  throw new MissingMessageIdError(
+    `the AMQP message has no properties.messageId${header}; publish with { messageId }, configure \`idHeader\`, or enable \`hashFallback\``,
+  );
+}
+
+/** A header value as text: AMQP headers arrive as strings, Buffers (long strings) or numbers. */
+function text(value: unknown): string | undefined {
+  if (typeof value === 'string') return value || undefined;
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8') || undefined;
+  return undefined;
+}
+
+/**
+ * Consumes `queue` with manual acknowledgements, processing each message id once:
+ * - processed: the record and the handler's writes commit, THEN the message is acked;
+ * - duplicate: acked without running the handler (reported through `onDuplicate`);
+ * - handler threw: nothing committed; `nack` with `requeue` (default true) so it is retried;
+ * - no usable id: `nack` without requeue (dead-lettered if the queue has a DLX), `onError` gets
+ *   a MissingMessageIdError.
+ * A crash between commit and ack redelivers the message, which then finds its record: a duplicate.
+ * Concurrency is the channel's prefetch (`channel.prefetch(n)`).
+ */
+export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
+  channel: AmqpChannel<Msg>,
+  queue: string,
+  options: AmqpConsumeOptions<Msg>,
+  handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
+): Promise<AmqpConsumer> {
+  if (!channel || typeof channel.consume !== 'function') throw new InvalidOptionError('channel', 'expected an amqplib Channel (promise API)');
+  if (typeof queue !== 'string') throw new InvalidOptionError('queue', 'expected a queue name');
+  if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
+  rejectUnknown(options ?? {}, [...ADAPTER_KEYS, 'idHeader', 'hashFallback'], '');
+  const { requeue } = validateAdapter(options);
+  if (options.idHeader !== undefined && (typeof options.idHeader !== 'string' || options.idHeader === '')) {
+    throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
+  }
+  const idOptions: AmqpIdOptions = { idHeader: options.idHeader, hashFallback: booleanOption('hashFallback', options.hashFallback, false) };
+  const stats = newStats();
+  const inFlight = new Set<Promise<void>>();
+
+  const settle = (message: Msg, how: 'ack' | 'requeue' | 'drop') => {
+    try {
+      if (how === 'ack') channel.ack(message);
+      else channel.nack(message, false, how === 'requeue');
+    } catch (error) {
+      // The channel closed: the broker redelivers the message, and its record answers duplicate.
+      report(options, error, message);
+    }
+  };
+
+  const handle = async (message: Msg) => {
+    let messageId: string;
+    try {
+      messageId = amqpMessageId(message, idOptions);
+    } catch (error) {
+      stats.refused++;
+      report(options, error, message);
+      settle(message, 'drop');
+      return;
+    }
+    const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx));
+    switch (outcome.status) {
+      case 'processed':
+        stats.processed++;
+        settle(message, 'ack');
+        return;
+      case 'duplicate':
+        stats.duplicates++;
+        settle(message, 'ack');
+        notifyDuplicate(options, messageId, message);
+        return;
+      case 'in_flight':
+        // Another consumer holds the lease: hand the message back after that lease could end.
+        stats.inFlight++;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(outcome.retryAfterMs, 1000)));
+        settle(message, 'requeue');
+        return;
+      case 'failed':
+        stats.failed++;
+        report(options, outcome.error, message);
+        settle(message, requeue ? 'requeue' : 'drop');
+        return;
+    }
+  };
+
+  const { consumerTag } = await channel.consume(
+    queue,
+    (message) => {
+      if (message === null) return; // the broker cancelled the consumer (queue deleted)
+      const running = handle(message).finally(() => inFlight.delete(running));
+      inFlight.add(running);
+    },
+    { noAck: false },
+  );
+  return {
+    consumerTag,
+    stats,
+    async cancel() {
+      await channel.cancel(consumerTag);
+      while (inFlight.size > 0) await Promise.all(inFlight);
+    },
+  };
+}

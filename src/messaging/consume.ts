@@ -1,0 +1,186 @@
+import { IdemkitError, InvalidOptionError } from '../core/errors.js';
+import type { Clock, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import { durationOption, rejectUnknown } from '../core/validate.js';
+import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import { InvalidMessageIdError, MissingMessageIdError } from './errors.js';
+import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
+
+/** Longest consumer name and message id (the key columns are VARCHAR(128) and VARCHAR(255)). */
+export const MAX_CONSUMER_LENGTH = 128;
+export const MAX_MESSAGE_ID_LENGTH = 255;
+
+interface CommonOptions {
+  /** Names the consuming service or handler: the same message id is processed once per consumer. */
+  readonly consumer: string;
+  /** The message's stable id (broker message id, event id, `webhook-id`). */
+  readonly messageId: string;
+  /** How long the record outlives processing, in ms; duplicates later than this are not caught. @default 7 days */
+  readonly retentionMs?: number;
+  readonly clock?: Clock;
+}
+
+export interface SqlConsumeOptions extends CommonOptions {
+  /**
+   * Where the record and the handler's writes go: a `SqlExecutor` from `sqlExecutor()`. With a
+   * joined executor (the caller's open transaction) both join it through a savepoint.
+   */
+  readonly db: SqlExecutor | SqlDatabase;
+  /** @default 'idemkit_processed_messages' */
+  readonly table?: string;
+  readonly store?: undefined;
+}
+
+export interface StoreConsumeOptions extends CommonOptions {
+  /**
+   * A non-SQL store (Redis, memory): claim with a lease, run, complete. NOT atomic with the
+   * handler's writes: pair it with a data-layer guard (see docs/messaging.md).
+   */
+  readonly store: IdempotencyStore;
+  /** How long a claim is trusted before another delivery may take the message over. @default 60_000 */
+  readonly leaseMs?: number;
+  readonly db?: undefined;
+}
+
+export type ConsumeOptions = SqlConsumeOptions | StoreConsumeOptions;
+
+export type ConsumeResult<T> = { readonly status: 'processed'; readonly value: T } | { readonly status: 'duplicate' };
+
+/** The store variant can also find another delivery of the message still holding its lease. */
+export type StoreConsumeResult<T> = ConsumeResult<T> | { readonly status: 'in_flight'; readonly retryAfterMs: number };
+
+const KNOWN = ['db', 'store', 'consumer', 'messageId', 'retentionMs', 'clock', 'table', 'leaseMs'];
+
+/** Validates a consumer name, naming the option. */
+export function consumerOption(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_CONSUMER_LENGTH) {
+    throw new InvalidOptionError('consumer', `expected a non-empty string of at most ${MAX_CONSUMER_LENGTH} characters, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** Validates a message id: a missing one is refused (there is nothing to deduplicate on). */
+export function messageIdOption(value: unknown): string {
+  if (value === undefined || value === null || value === '') {
+    throw new MissingMessageIdError('`messageId` is empty; every message needs a stable id to be processed once');
+  }
+  if (typeof value !== 'string') throw new InvalidMessageIdError(`\`messageId\` must be a string, got ${describe(value)}`);
+  if (value.length > MAX_MESSAGE_ID_LENGTH) {
+    throw new InvalidMessageIdError(`\`messageId\` is ${value.length} characters; at most ${MAX_MESSAGE_ID_LENGTH} are kept`);
+  }
+  return value;
+}
+
+function describe(value: unknown): string {
+  return typeof value === 'string' ? `a string of ${value.length} characters` : typeof value;
+}
+
+/**
+ * Processes one message once per consumer.
+ *
+ * SQL: in one transaction, records `(consumer, messageId)` first, then runs `handler(tx)` and
+ * commits both. A recorded id answers `{ status: 'duplicate' }` without running the handler. A
+ * handler that throws rolls the record back too, so a redelivery retries it. Two concurrent
+ * deliveries of one id: the second insert waits on the primary key until the first commits
+ * (duplicate) or rolls back (it proceeds).
+ *
+ * Store: claim with a lease, run `handler()`, complete; a throw releases the claim.
+ */
+export function consumeOnce<T>(options: SqlConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<ConsumeResult<T>>;
+export function consumeOnce<T>(options: StoreConsumeOptions, handler: () => Promise<T>): Promise<StoreConsumeResult<T>>;
+export function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>>;
+export async function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>> {
+  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
+  rejectUnknown(options, KNOWN, '', { tx: 'db', id: 'messageId', window: 'retentionMs' });
+  if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
+  const consumer = consumerOption(options.consumer);
+  const messageId = messageIdOption(options.messageId);
+  const retentionMs = retentionOption(options.retentionMs);
+  const clock = clockOption(options.clock);
+  if (options.store !== undefined) {
+    if (options.db !== undefined) throw new InvalidOptionError('store', 'give either `db` or `store`, not both');
+    return consumeWithStore(options, consumer, messageId, retentionMs, handler as () => Promise<T>);
+  }
+  const db = executorOption(options.db);
+  const table = tableOption(options.table);
+  const insert =
+    db.dialect === 'mysql'
+      ? // INSERT IGNORE reports 0 affected rows for the duplicate key; the values are validated, so
+        // it hides no truncation.
+        `INSERT IGNORE INTO ${table} (consumer, message_id, processed_at, expires_at) VALUES (?, ?, ?, ?)`
+      : `INSERT INTO ${table} (consumer, message_id, processed_at, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (consumer, message_id) DO NOTHING`;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction(async (tx): Promise<ConsumeResult<T>> => {
+        const now = clock();
+        let affected: number;
+        try {
+          // The record goes first: its primary key is the lock that makes a concurrent delivery wait.
+          ({ affected } = await tx.query(insert, [consumer, messageId, now, now + retentionMs]));
+        } catch (error) {
+          throw isDeadlock(error) ? new RecordDeadlock(error) : error;
+        }
+        // Nothing was written; committing the empty transaction is the same as rolling it back.
+        if (affected === 0) return { status: 'duplicate' };
+        return { status: 'processed', value: await handler(tx) };
+      });
+    } catch (error) {
+      if (!(error instanceof RecordDeadlock)) throw error;
+      // InnoDB: when the first of several waiting inserts of one key rolls back, the waiters all
+      // hold shared locks and deadlock upgrading them; the victims are rolled back before their
+      // handler ran, so trying again is safe. (Joined to a MySQL transaction, the deadlock rolls the
+      // caller's whole transaction back: the savepoint rollback then fails and that error surfaces.)
+      if (attempt >= DEADLOCK_RETRIES) throw error.cause;
+    }
+  }
+}
+
+const DEADLOCK_RETRIES = 5;
+
+class RecordDeadlock extends Error {
+  constructor(cause: unknown) {
+    super('deadlock on the processed-message record', { cause });
+  }
+}
+
+function isDeadlock(error: unknown): boolean {
+  const e = error as { code?: unknown; errno?: unknown } | undefined;
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.errno === 1213 || e?.code === '40P01';
+}
+
+const DONE: StoredResponse = { status: 200, headers: [], body: null, bodyOmitted: false };
+// One constant fingerprint: a message id has no payload to compare.
+const FINGERPRINT = 'idemkit:message';
+
+async function consumeWithStore<T>(
+  options: StoreConsumeOptions,
+  consumer: string,
+  messageId: string,
+  retentionMs: number,
+  handler: () => Promise<T>,
+): Promise<StoreConsumeResult<T>> {
+  const store = options.store;
+  if (!store || typeof store.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
+  const leaseMs = durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
+  const ref: RecordRef = { scope: `message:${consumer}`, key: messageId };
+  const claim = await store.claim(ref, FINGERPRINT, { leaseMs, windowMs: retentionMs });
+  switch (claim.kind) {
+    case 'completed':
+      return { status: 'duplicate' };
+    case 'in_flight':
+      return { status: 'in_flight', retryAfterMs: claim.retryAfterMs };
+    case 'mismatch':
+      throw new IdemkitError('ERR_IDEMKIT_MESSAGE_SCOPE_CLASH', `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} was written by something else than consumeOnce`);
+    case 'acquired':
+      break;
+  }
+  let value: T;
+  try {
+    value = await handler();
+  } catch (error) {
+    // Nothing is remembered for a failed attempt: the redelivery claims the message afresh.
+    await store.release(ref, claim.token).catch(() => undefined);
+    throw error;
+  }
+  await store.complete(ref, claim.token, DONE);
+  return { status: 'processed', value };
+}

@@ -1,0 +1,85 @@
+import { InvalidOptionError } from '../core/errors.js';
+import type { Clock, IdempotencyStore } from '../core/store.js';
+import { booleanOption } from '../core/validate.js';
+import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import type { StoreConsumeResult } from './consume.js';
+import { consumeOnce } from './consume.js';
+
+/** Options every broker adapter shares: where records go and how outcomes are reported. */
+export interface AdapterOptions<Msg> {
+  /** SQL: the record commits with the handler's writes. Give `db` or `store`. */
+  readonly db?: SqlExecutor | SqlDatabase;
+  /** Non-SQL store: at most once per lease, not atomic with the handler's writes (see docs). */
+  readonly store?: IdempotencyStore;
+  readonly consumer: string;
+  readonly table?: string;
+  readonly retentionMs?: number;
+  readonly leaseMs?: number;
+  readonly clock?: Clock;
+  /** Redeliver a message whose handler threw. With `false` it is dead-lettered/terminated. @default true */
+  readonly requeue?: boolean;
+  /** Called for a handler error, a refused message (no id) and a failed ack; never throws into the broker loop. */
+  readonly onError?: (error: unknown, message: Msg) => void;
+  /** Called when a delivery was a duplicate and was acknowledged without running the handler. */
+  readonly onDuplicate?: (messageId: string, message: Msg) => void;
+}
+
+/** Counters of one adapter, for logs and tests. */
+export interface ConsumeStats {
+  processed: number;
+  duplicates: number;
+  /** Handler threw; the message was negatively acknowledged. */
+  failed: number;
+  /** No usable message id: refused without running the handler. */
+  refused: number;
+  /** Another delivery of the same id holds the store lease (store variant only). */
+  inFlight: number;
+}
+
+export const ADAPTER_KEYS = ['db', 'store', 'consumer', 'table', 'retentionMs', 'leaseMs', 'clock', 'requeue', 'onError', 'onDuplicate'];
+
+export function newStats(): ConsumeStats {
+  return { processed: 0, duplicates: 0, failed: 0, refused: 0, inFlight: 0 };
+}
+
+export function validateAdapter<Msg>(options: AdapterOptions<Msg>): { requeue: boolean } {
+  if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` (a SqlExecutor) or `store`');
+  for (const name of ['onError', 'onDuplicate'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, 'expected a function');
+  }
+  return { requeue: booleanOption('requeue', options.requeue, true) };
+}
+
+export type Outcome = StoreConsumeResult<unknown> | { readonly status: 'failed'; readonly error: unknown };
+
+/** Runs consumeOnce for one delivery; a handler error becomes an outcome, never a rejection. */
+export async function runDelivery<Msg>(
+  options: AdapterOptions<Msg>,
+  messageId: string,
+  run: (tx: SqlExecutor | undefined) => Promise<unknown>,
+): Promise<Outcome> {
+  const common = { consumer: options.consumer, messageId, retentionMs: options.retentionMs, clock: options.clock };
+  try {
+    return options.store !== undefined
+      ? await consumeOnce({ ...common, store: options.store, leaseMs: options.leaseMs }, () => run(undefined))
+      : await consumeOnce({ ...common, db: options.db!, table: options.table }, (tx) => run(tx));
+  } catch (error) {
+    return { status: 'failed', error };
+  }
+}
+
+export function report<Msg>(options: AdapterOptions<Msg>, error: unknown, message: Msg): void {
+  try {
+    options.onError?.(error, message);
+  } catch {
+    // A throwing reporter must not break the consume loop.
+  }
+}
+
+export function notifyDuplicate<Msg>(options: AdapterOptions<Msg>, messageId: string, message: Msg): void {
+  try {
+    options.onDuplicate?.(messageId, message);
+  } catch {
+    // Reporting only; the duplicate is already acknowledged.
+  }
+}

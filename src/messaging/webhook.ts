@@ -1,0 +1,249 @@
+/**
+ * Webhook receivers: verify the Standard Webhooks signature and timestamp BEFORE any store is
+ * touched, then process each `webhook-id` once with consumeOnce. One core answers plain
+ * { status, headers, body } objects; the Web, Express and Fastify forms only translate.
+ */
+import type { IdempotencyHttpError } from '../core/errors.js';
+import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import type { Clock, IdempotencyStore } from '../core/store.js';
+import { integerOption, rejectUnknown } from '../core/validate.js';
+import { readLimited } from '../http/fetch-common.js';
+import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import type { StoreConsumeResult } from './consume.js';
+import { consumeOnce, consumerOption } from './consume.js';
+import { InvalidMessageIdError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';
+import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
+import type { HeadersLike, VerifyOptions } from './webhook-verify.js';
+import { toleranceOption, verifyWithKeys, webhookKeys } from './webhook-verify.js';
+
+export interface WebhookEvent {
+  /** `webhook-id`: the same on every retry of one event; the dedup key. */
+  readonly id: string;
+  /** `webhook-timestamp` in seconds (of this attempt, not of the event). */
+  readonly timestamp: number;
+  /** The raw body, as signed. */
+  readonly body: Uint8Array;
+  /** The body as UTF-8 text. */
+  text(): string;
+  /** The body parsed as JSON. */
+  json<T = unknown>(): T;
+}
+
+export interface WebhookOptions extends VerifyOptions {
+  /** SQL: the event record commits with onEvent's writes (give `db` or `store`). */
+  readonly db?: SqlExecutor | SqlDatabase;
+  /** Non-SQL store: at most once per lease, not atomic with onEvent's writes. */
+  readonly store?: IdempotencyStore;
+  /** Names this receiver: event ids are deduplicated per consumer. */
+  readonly consumer: string;
+  /** Runs once per event id; with `db`, `tx` is the transaction the record commits in. */
+  readonly onEvent: (event: WebhookEvent, tx: SqlExecutor | undefined) => Promise<unknown> | unknown;
+  /** Larger bodies answer 413 before verification. @default 1_048_576 */
+  readonly maxBodyBytes?: number;
+  readonly table?: string;
+  readonly retentionMs?: number;
+  readonly leaseMs?: number;
+  /** Sees verification failures and handler errors (for logs). */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** A framework-neutral answer. */
+export interface WebhookReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+const KNOWN = ['secret', 'toleranceSec', 'clock', 'db', 'store', 'consumer', 'onEvent', 'maxBodyBytes', 'table', 'retentionMs', 'leaseMs', 'onError'];
+
+export interface WebhookReceiver {
+  readonly maxBodyBytes: number;
+  /** Verifies, then processes once. `body` must be the raw bytes. */
+  receive(headers: HeadersLike, body: Uint8Array): Promise<WebhookReply>;
+}
+
+/** Validates the options once and returns the framework-neutral receiver. */
+export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
+  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
+  rejectUnknown(options, KNOWN, '', { secrets: 'secret', tolerance: 'toleranceSec', handler: 'onEvent' });
+  const keys = webhookKeys(options.secret);
+  const toleranceSec = toleranceOption(options.toleranceSec);
+  const clock: Clock = clockOption(options.clock);
+  const consumer = consumerOption(options.consumer);
+  if (typeof options.onEvent !== 'function') throw new InvalidOptionError('onEvent', 'expected a function (event, tx) => Promise');
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new InvalidOptionError('onError', 'expected a function');
+  const maxBodyBytes = integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 0);
+  const retentionMs = retentionOption(options.retentionMs);
+  if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` or `store`');
+  const db = options.db === undefined ? undefined : executorOption(options.db);
+  const table = tableOption(options.table);
+  const report = (error: unknown) => {
+    try {
+      options.onError?.(error);
+    } catch {
+      // logging only
+    }
+  };
+
+  return {
+    maxBodyBytes,
+    async receive(headers, body) {
+      let verified;
+      try {
+        verified = verifyWithKeys(headers, body, keys, toleranceSec, clock);
+      } catch (error) {
+        if (!(error instanceof WebhookVerificationError)) throw error;
+        report(error);
+        return problem(401, 'webhook-unverified', 'Webhook could not be verified', error.message, { reason: error.reason });
+      }
+      const event = toEvent(verified.id, verified.timestamp, body);
+      const run = (tx: SqlExecutor | undefined) => Promise.resolve(options.onEvent(event, tx));
+      const common = { consumer, messageId: verified.id, retentionMs, clock };
+      let result: StoreConsumeResult<unknown>;
+      try {
+        result = db
+          ? await consumeOnce({ ...common, db, table }, run)
+          : await consumeOnce({ ...common, store: options.store!, leaseMs: options.leaseMs }, () => run(undefined));
+      } catch (error) {
+        report(error);
+        if (error instanceof MissingMessageIdError || error instanceof InvalidMessageIdError) {
+          return problem(400, 'webhook-id-invalid', 'webhook-id is unusable', error.message);
+        }
+        return problem(500, 'webhook-failed', 'Webhook processing failed', 'The event was not processed and nothing was recorded; a retry of this webhook will process it.');
+      }
+      switch (result.status) {
+        case 'processed':
+        case 'duplicate':
+          return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: verified.id, status: result.status }) };
+        case 'in_flight':
+          return problem(409, 'webhook-in-progress', 'Webhook in progress', 'This event is being processed by another delivery; retry later.', {}, {
+            'retry-after': String(Math.max(1, Math.ceil(result.retryAfterMs / 1000))),
+          });
+      }
+    },
+  };
+}
+
+function toEvent(id: string, timestamp: number, body: Uint8Array): WebhookEvent {
+  return {
+    id,
+    timestamp,
+    body,
+    text: () => Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'),
+    json<T>() {
+      return JSON.parse(this.text()) as T;
+    },
+  };
+}
+
+function problem(
+  status: number,
+  slug: string,
+  title: string,
+  detail: string,
+  extensions: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): WebhookReply {
+  return {
+    status,
+    headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...headers },
+    body: JSON.stringify({ ...extensions, type: PROBLEM_BASE + slug, title, status, detail }),
+  };
+}
+
+function fromHttpError(error: IdempotencyHttpError): WebhookReply {
+  return { status: error.status, headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...error.headers }, body: JSON.stringify(error.problem()) };
+}
+
+/** A Web handler, `(Request) => Promise<Response>`: Hono (`c.req.raw`), Bun, Deno, Workers, Next route handlers. */
+export function webhookHandler(options: WebhookOptions): (request: Request) => Promise<Response> {
+  const receiver = webhookReceiver(options);
+  return async (request) => {
+    let body: Uint8Array;
+    try {
+      body = await readLimited(request, receiver.maxBodyBytes);
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return toResponse(fromHttpError(error));
+      throw error;
+    }
+    return toResponse(await receiver.receive(request.headers, body));
+  };
+}
+
+function toResponse(reply: WebhookReply): Response {
+  return new Response(reply.body, { status: reply.status, headers: reply.headers });
+}
+
+/** The part of an Express request the adapter reads; `body` must be a Buffer from `express.raw()`. */
+export interface ExpressLikeRequest {
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body?: unknown;
+}
+export interface ExpressLikeResponse {
+  status(code: number): ExpressLikeResponse;
+  set(headers: Record<string, string>): ExpressLikeResponse;
+  send(body: string): unknown;
+}
+
+/**
+ * Express middleware. Mount it behind `express.raw({ type: '*\/*', limit })`: the signature covers
+ * the exact bytes, so a body already parsed by `express.json()` cannot be verified and is refused
+ * with WebhookRawBodyError (passed to `next`).
+ */
+export function webhookExpress(options: WebhookOptions): (req: ExpressLikeRequest, res: ExpressLikeResponse, next: (error?: unknown) => void) => void {
+  const receiver = webhookReceiver(options);
+  return (req, res, next) => {
+    const body = rawBody(req.body, 'Express: mount express.raw({ type: "*/*" }) before the webhook handler');
+    if (body instanceof Error) return next(body);
+    if (body.byteLength > receiver.maxBodyBytes) return void send(res, fromHttpError(new BodyTooLargeError(receiver.maxBodyBytes)));
+    receiver.receive(req.headers, body).then((reply) => send(res, reply), next);
+  };
+}
+
+function send(res: ExpressLikeResponse, reply: WebhookReply) {
+  res.status(reply.status).set({ ...reply.headers }).send(reply.body);
+}
+
+/** The part of a Fastify instance the plugin uses. */
+export interface FastifyLikeInstance {
+  register(plugin: (scope: FastifyLikeInstance) => Promise<void>): unknown;
+  removeAllContentTypeParsers(): void;
+  addContentTypeParser(
+    type: string,
+    options: { parseAs: 'buffer'; bodyLimit?: number },
+    parser: (request: unknown, body: Buffer, done: (error: Error | null, body?: unknown) => void) => void,
+  ): void;
+  post(path: string, handler: (request: { headers: ExpressLikeRequest['headers']; body?: unknown }, reply: FastifyLikeReply) => Promise<unknown>): unknown;
+}
+export interface FastifyLikeReply {
+  code(status: number): FastifyLikeReply;
+  headers(values: Record<string, string>): FastifyLikeReply;
+  send(body: string): unknown;
+}
+
+/**
+ * Registers `POST path` on Fastify in its own encapsulated scope, where every content type is
+ * read as a raw Buffer (the signature covers the exact bytes); other routes keep their parsers.
+ * Fastify's own `bodyLimit` is set to `maxBodyBytes` for the route (413 past it).
+ */
+export function webhookFastify(fastify: FastifyLikeInstance, path: string, options: WebhookOptions): unknown {
+  const receiver = webhookReceiver(options);
+  if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidOptionError('path', 'expected a route path starting with /');
+  return fastify.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: receiver.maxBodyBytes }, (_request, body, done) => done(null, body));
+    scope.post(path, async (request, reply) => {
+      const body = rawBody(request.body ?? new Uint8Array(0), 'Fastify: the body was parsed before the webhook route');
+      if (body instanceof Error) throw body;
+      const answer = await receiver.receive(request.headers, body);
+      return reply.code(answer.status).headers({ ...answer.headers }).send(answer.body);
+    });
+  });
+}
+
+function rawBody(body: unknown, hint: string): Uint8Array | WebhookRawBodyError {
+  if (body instanceof Uint8Array) return body;
+  if (typeof body === 'string') return Buffer.from(body, 'utf8');
+  if (body === undefined) return new Uint8Array(0);
+  return new WebhookRawBodyError(`The webhook body is not raw bytes (got ${typeof body}); the signature covers the exact bytes sent. ${hint}`);
+}
