@@ -13,9 +13,9 @@ export interface ServerProcess {
 const script = join(import.meta.dirname, 'server.ts');
 const live = new Set<ChildProcess>();
 
-/** Starts test/proof/server.ts with `env` and waits until it listens. */
-export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
-  const child = fork(script, [], {
+/** Starts test/proof/server.ts (or another server script) with `env` and waits until it prints `listening <port>`. */
+export async function startServer(env: Record<string, string>, serverScript = script): Promise<ServerProcess> {
+  const child = fork(serverScript, [], {
     execArgv: ['--import', 'tsx'],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
