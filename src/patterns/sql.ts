@@ -69,10 +69,13 @@ export interface SqliteDatabaseLike {
   readonly inTransaction: boolean;
 }
 
+/** A value mysql2 binds (what its `execute` accepts, in the forms the guards send). */
+export type MysqlValue = string | number | bigint | boolean | Date | Buffer | Uint8Array | null;
+
 /** A mysql2/promise connection (`createConnection`, or one from `pool.getConnection()`). */
 export interface MysqlConnectionLike {
-  execute(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
-  query(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
+  execute(sql: string, values?: MysqlValue[]): Promise<[unknown, unknown]>;
+  query(sql: string): Promise<[unknown, unknown]>;
   beginTransaction(): Promise<void>;
   commit(): Promise<void>;
   rollback(): Promise<void>;
@@ -80,8 +83,8 @@ export interface MysqlConnectionLike {
 
 /** A mysql2/promise `Pool` (`createPool`). */
 export interface MysqlPoolLike {
-  execute(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
-  query(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
+  execute(sql: string, values?: MysqlValue[]): Promise<[unknown, unknown]>;
+  query(sql: string): Promise<[unknown, unknown]>;
   getConnection(): Promise<MysqlConnectionLike & { release(): void; destroy?(): void }>;
 }
 
@@ -342,7 +345,7 @@ type MysqlRunner = Pick<MysqlConnectionLike, 'execute' | 'query'>;
 async function mysqlQuery<Row>(conn: MysqlRunner, sql: string, params?: readonly unknown[]): Promise<SqlResult<Row>> {
   // Prepared statements (execute) bind values on the server; statements without values go
   // through query, which also accepts what the prepared protocol refuses (SAVEPOINT, some DDL).
-  const [result] = params && params.length > 0 ? await conn.execute(sql, params.map(mysqlValue)) : await conn.query(sql);
+  const [result] = params && params.length > 0 ? await conn.execute(sql, params.map(mysqlValue) as MysqlValue[]) : await conn.query(sql);
   if (Array.isArray(result)) return { rows: result as Row[], affected: result.length };
   const header = result as { affectedRows?: number };
   return { rows: [], affected: header.affectedRows ?? 0 };

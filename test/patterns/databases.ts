@@ -67,7 +67,7 @@ export function mysqlDatabase(): TestDatabase {
   };
 }
 
-export function sqliteFile() {
+export function sqliteFile(): { db: Database.Database; file: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'idemkit-patterns-'));
   const file = join(dir, 'patterns.db');
   const db = new Database(file);

@@ -1,0 +1,60 @@
+/**
+ * Errors of idemkit/patterns. Bad options and identifiers are `InvalidOptionError`s (from core),
+ * which name the option or field.
+ */
+import { IdemkitError } from '../core/errors.js';
+
+/** A state name the state machine does not declare. */
+export class UnknownStateError extends IdemkitError {
+  readonly state: string;
+  /** Where the name came from: `from`, `to`, or a definition's target. */
+  readonly field: string;
+
+  constructor(field: string, state: string, known: readonly string[]) {
+    super('UNKNOWN_STATE', `Unknown state ${JSON.stringify(state)} in \`${field}\`; the machine declares ${known.map((s) => JSON.stringify(s)).join(', ')}`);
+    this.state = state;
+    this.field = field;
+  }
+}
+
+/** A transition the state machine does not allow. */
+export class IllegalTransitionError extends IdemkitError {
+  readonly from: string;
+  readonly to: string;
+
+  constructor(from: string, to: string, allowed: readonly string[]) {
+    const targets = allowed.length === 0 ? 'none (it is final)' : allowed.map((s) => JSON.stringify(s)).join(', ');
+    super('ILLEGAL_TRANSITION', `Illegal transition ${JSON.stringify(from)} -> ${JSON.stringify(to)}; from ${JSON.stringify(from)} the machine allows ${targets}`);
+    this.from = from;
+    this.to = to;
+  }
+}
+
+/** A state machine definition that cannot be used (an undeclared target, a malformed entry). */
+export class InvalidStateMachineError extends IdemkitError {
+  /** The state whose entry is wrong. */
+  readonly state: string | undefined;
+
+  constructor(message: string, state?: string) {
+    super('INVALID_STATE_MACHINE', `Invalid state machine: ${message}`);
+    this.state = state;
+  }
+}
+
+/** An optimistic update kept losing to concurrent writers for longer than its retries allowed. */
+export class VersionConflictError extends IdemkitError {
+  /** How many attempts were made (retries + 1). */
+  readonly attempts: number;
+
+  constructor(attempts: number, detail = '') {
+    super('VERSION_CONFLICT', `The row's version changed under every one of ${attempts} attempt(s)${detail ? `: ${detail}` : ''}`);
+    this.attempts = attempts;
+  }
+}
+
+/** insertOnce found neither its new row nor the existing one: the row was deleted each time in between. */
+export class RowVanishedError extends IdemkitError {
+  constructor(table: string) {
+    super('ROW_VANISHED', `insertOnce: the row with this key in ${table} was deleted between the insert and the read, every time`);
+  }
+}

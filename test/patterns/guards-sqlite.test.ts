@@ -1,0 +1,4 @@
+import { sqliteDatabase } from './databases.js';
+import { describeGuards } from './guards-contract.js';
+
+describeGuards('SQLite', true, sqliteDatabase);
