@@ -7,6 +7,7 @@ import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
+import { headerValues } from './node-headers.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
@@ -41,7 +42,7 @@ export function idempotency(options: IdempotencyOptions<Request>) {
     let key: string | undefined;
     let body: BodyFacts;
     try {
-      key = engine.parseKey(req.headersDistinct[headerName]);
+      key = engine.parseKey(headerValues(req, headerName));
       if (key === undefined) return next();
       body = await requestBody(req as ParsedRequest, maxBodyBytes);
     } catch (error) {

@@ -8,6 +8,7 @@ import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
+import { headerValues } from './node-headers.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
@@ -75,7 +76,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         if (!engine.covers(request.method)) return done();
         let key: string | undefined;
         try {
-          key = engine.parseKey(request.raw.headersDistinct[headerName], required);
+          key = engine.parseKey(headerValues(request.raw, headerName), required);
         } catch (error) {
           sendProblem(reply, error); // answered: the chain stops without done()
           return;

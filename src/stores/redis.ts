@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
@@ -69,7 +69,7 @@ const SCAN_COUNT = 500;
  * keeps any future companion key of a record on the record's Cluster slot.
  */
 export function redisRecordKey(prefix: string, ref: RecordRef): string {
-  return `${prefix}:{${createHash('sha256').update(JSON.stringify([ref.scope, ref.key])).digest('hex')}}`;
+  return `${prefix}:{${hash('sha256', JSON.stringify([ref.scope, ref.key]), 'hex')}}`;
 }
 
 /**
@@ -93,7 +93,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   if (maxResponseBytes > MAX_BODY_LIMIT) throw new InvalidOptionError('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
   const graceMs = String(integerOption('graceMs', options.graceMs, 60_000, 0));
   const completeRetryMs = integerOption('completeRetryMs', options.completeRetryMs, 10_000, 0);
-  const keyOf = (ref: RecordRef) => redisRecordKey(prefix, ref);
+  // The engine passes one ref object to the claim and to the completion: hash it once.
+  const keys = new WeakMap<RecordRef, string>();
+  const keyOf = (ref: RecordRef) => {
+    let key = keys.get(ref);
+    if (key === undefined) keys.set(ref, (key = redisRecordKey(prefix, ref)));
+    return key;
+  };
   // Every record key: `<prefix>:{` + 64 hex digits + `}`. The prefix holds no glob characters.
   const pattern = `${prefix}:{${'[0-9a-f]'.repeat(64)}}`;
 
