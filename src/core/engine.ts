@@ -104,7 +104,9 @@ export class IdempotencyEngine<Req = unknown> {
 
   async admit(request: Req, key: string, facts: RequestFacts): Promise<Admission> {
     const { options } = this;
-    const scope = await options.scope(request);
+    // Most scope hooks answer synchronously; awaiting a plain value would still cost a turn.
+    const scoped = options.scope(request);
+    const scope = typeof scoped === 'string' ? scoped : await scoped;
     if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
     const ref: RecordRef = { scope, key };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });
