@@ -75,14 +75,14 @@ export function natsMessageId(message: NatsJsMessage, options: NatsIdOptions = {
 /**
  * Consumes JetStream messages one at a time (e.g. `await consumer.consume()`), processing each id
  * once: processed or duplicate → `ack()` after the commit; handler threw → `nak(nakDelayMs)`, or
- * `term()` with `requeue: false`; no id → `term()` and `onError`. Resolves with the counters when
- * the iterable ends (`messages.stop()` / `close()`).
+ * `term()` with `requeue: false`; no id → `term()` and `onError`. `done` resolves with the counters
+ * when the iterable ends (`messages.stop()` / `close()`); `stats` is live.
  */
-export async function natsConsumeOnce<Msg extends NatsJsMessage, T>(
+export function natsConsumeOnce<Msg extends NatsJsMessage, T>(
   messages: AsyncIterable<Msg>,
   options: NatsConsumeOptions<Msg>,
   handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
-): Promise<ConsumeStats> {
+): NatsConsumer {
   if (!messages || typeof (messages as Partial<AsyncIterable<Msg>>)[Symbol.asyncIterator] !== 'function') {
     throw new InvalidOptionError('messages', 'expected an async iterable of JetStream messages (await consumer.consume())');
   }
@@ -98,6 +98,25 @@ export async function natsConsumeOnce<Msg extends NatsJsMessage, T>(
   };
   const nakDelayMs = integerOption('nakDelayMs', options.nakDelayMs, 0, 0);
   const stats = newStats();
+  return { stats, done: loop(messages, options, handler, stats, idOptions, requeue, nakDelayMs) };
+}
+
+/** A running JetStream consume-once loop. */
+export interface NatsConsumer {
+  readonly stats: ConsumeStats;
+  /** Resolves with the counters when the message iterable ends; rejects if the iterable fails. */
+  readonly done: Promise<ConsumeStats>;
+}
+
+async function loop<Msg extends NatsJsMessage, T>(
+  messages: AsyncIterable<Msg>,
+  options: NatsConsumeOptions<Msg>,
+  handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
+  stats: ConsumeStats,
+  idOptions: NatsIdOptions,
+  requeue: boolean,
+  nakDelayMs: number,
+): Promise<ConsumeStats> {
   const settle = (message: Msg, act: () => void) => {
     try {
       act();
@@ -112,7 +131,8 @@ export async function natsConsumeOnce<Msg extends NatsJsMessage, T>(
     } catch (error) {
       stats.refused++;
       report(options, error, message);
-      settle(message, () => message.term('idemkit: no message id'));
+      // No reason string: `+TERM <reason>` needs nats-server 2.10; a bare `+TERM` works everywhere.
+      settle(message, () => message.term());
       continue;
     }
     const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx));
@@ -133,7 +153,7 @@ export async function natsConsumeOnce<Msg extends NatsJsMessage, T>(
       case 'failed':
         stats.failed++;
         report(options, outcome.error, message);
-        settle(message, () => (requeue ? message.nak(nakDelayMs || undefined) : message.term('idemkit: handler failed')));
+        settle(message, () => (requeue ? message.nak(nakDelayMs || undefined) : message.term()));
         break;
     }
   }
