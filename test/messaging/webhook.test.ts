@@ -1,0 +1,211 @@
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidOptionError } from '../../src/core/errors.js';
+import { migrateProcessed, signWebhook, verifyWebhook, webhookExpress, webhookFastify, webhookHandler, WebhookVerificationError } from '../../src/messaging/index.js';
+import type { FastifyLikeInstance, WebhookEvent, WebhookOptions } from '../../src/messaging/index.js';
+import type { SqlExecutor } from '../../src/patterns/sql.js';
+import type { TestDatabase } from './databases.js';
+import { sqliteDatabase } from './databases.js';
+
+const secret = 'whsec_' + randomBytes(24).toString('base64');
+const nowSec = () => Math.floor(Date.now() / 1000);
+
+function signed(id: string, body: string, options: { at?: number; key?: string; signature?: string } = {}): Record<string, string> {
+  const at = options.at ?? nowSec();
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(at),
+    'webhook-signature': options.signature ?? signWebhook(options.key ?? secret, id, at, body),
+  };
+}
+
+describe('verifyWebhook (Standard Webhooks)', () => {
+  it('matches the reference test vector of the specification’s libraries', () => {
+    const headers = {
+      'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      'webhook-timestamp': '1614265330',
+      'webhook-signature': 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+    };
+    const verified = verifyWebhook(headers, '{"test": 2432232314}', { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', clock: () => 1614265330_000 });
+    expect(verified).toEqual({ id: 'msg_p5jXN8AQM9LWM0D4loKWxJek', timestamp: 1614265330 });
+  });
+
+  it('refuses bad signatures, stale or future timestamps and missing headers, with a reason', () => {
+    const body = '{"a":1}';
+    const reason = (headers: Record<string, string>, b = body, extra: Partial<Parameters<typeof verifyWebhook>[2]> = {}) => {
+      try {
+        verifyWebhook(new Headers(headers), b, { secret, ...extra });
+        return 'ok';
+      } catch (error) {
+        expect(error).toBeInstanceOf(WebhookVerificationError);
+        return (error as WebhookVerificationError).reason;
+      }
+    };
+    expect(reason(signed('e1', body))).toBe('ok');
+    expect(reason(signed('e1', body), '{"a":2}')).toBe('bad-signature');
+    expect(reason(signed('e1', body, { key: 'whsec_' + randomBytes(24).toString('base64') }))).toBe('bad-signature');
+    expect(reason({ ...signed('e1', body), 'webhook-id': 'e2' })).toBe('bad-signature');
+    expect(reason(signed('e1', body, { at: nowSec() - 301 }))).toBe('stale-timestamp');
+    expect(reason(signed('e1', body, { at: nowSec() + 301 }))).toBe('stale-timestamp');
+    expect(reason(signed('e1', body, { at: nowSec() - 200 }))).toBe('ok');
+    expect(reason(signed('e1', body, { at: nowSec() - 200 }), body, { toleranceSec: 60 })).toBe('stale-timestamp');
+    expect(reason({ ...signed('e1', body), 'webhook-timestamp': '12.5' })).toBe('bad-timestamp');
+    const { 'webhook-signature': _drop, ...unsigned } = signed('e1', body);
+    expect(reason(unsigned)).toBe('missing-headers');
+    // Only `v1` entries count; several entries may be sent (rotation on the sender's side).
+    const good = signWebhook(secret, 'e1', nowSec(), body).slice(3);
+    expect(reason(signed('e1', body, { signature: `v1a,${good}` }))).toBe('bad-signature');
+    expect(reason(signed('e1', body, { signature: `v1,${randomBytes(32).toString('base64')} v1,${good}` }))).toBe('ok');
+  });
+
+  it('accepts any of several secrets during a rotation; refuses malformed secrets naming the option', () => {
+    const old = 'whsec_' + randomBytes(24).toString('base64');
+    const headers = signed('e1', 'x', { key: old });
+    expect(verifyWebhook(headers, 'x', { secret: [secret, old] }).id).toBe('e1');
+    expect(() => verifyWebhook(headers, 'x', { secret })).toThrow(WebhookVerificationError);
+    expect(() => verifyWebhook(headers, 'x', { secret: 'whsec_not base64!' })).toThrow(InvalidOptionError);
+    expect(() => verifyWebhook(headers, 'x', { secret: [] })).toThrow(/`secret`/);
+    expect(() => verifyWebhook(headers, 'x', { secret, toleranceSec: 0 })).toThrow(/`toleranceSec`/);
+  });
+});
+
+describe('webhook receivers (Web/Hono, Fastify, Express) on SQLite', () => {
+  let t: TestDatabase;
+  let table: string;
+  let effects: string;
+  let db: SqlExecutor;
+  let failNext = false;
+
+  beforeAll(async () => {
+    t = sqliteDatabase();
+    db = t.db;
+    table = t.table('hooks');
+    effects = t.table('hook_effects');
+    await migrateProcessed(db, { table });
+    await db.query(`CREATE TABLE ${effects} (event_id TEXT NOT NULL, amount INTEGER NOT NULL)`);
+  });
+  afterAll(() => t?.close());
+
+  const options = (consumer: string): WebhookOptions => ({
+    secret,
+    db,
+    table,
+    consumer,
+    onEvent: async (event: WebhookEvent, tx) => {
+      await tx!.query(`INSERT INTO ${effects} (event_id, amount) VALUES (?, ?)`, [event.id, event.json<{ amount: number }>().amount]);
+      if (failNext) {
+        failNext = false;
+        throw new Error('downstream failed');
+      }
+    },
+  });
+  const rows = async (sql: string, params: unknown[] = []) => Number((await db.query<{ n: number }>(sql, params)).rows[0]!.n);
+  const records = (consumer: string) => rows(`SELECT COUNT(*) AS n FROM ${table} WHERE consumer = ?`, [consumer]);
+  const effectsOf = (id: string) => rows(`SELECT COUNT(*) AS n FROM ${effects} WHERE event_id = ?`, [id]);
+
+  /** The same scenario through each framework; `send` posts a raw body with headers. */
+  async function scenario(consumer: string, send: (headers: Record<string, string>, body: string) => Promise<{ status: number; type: string; json: Record<string, unknown> }>) {
+    const body = JSON.stringify({ amount: 42 });
+    const id = `evt_${consumer}`;
+    // Bad signature: 401 problem+json, and nothing recorded.
+    const bad = await send(signed(id, body, { key: 'whsec_' + randomBytes(24).toString('base64') }), body);
+    expect(bad.status).toBe(401);
+    expect(bad.type).toMatch(/application\/problem\+json/);
+    expect(bad.json).toMatchObject({ status: 401, reason: 'bad-signature' });
+    const stale = await send(signed(id, body, { at: nowSec() - 3600 }), body);
+    expect(stale.status).toBe(401);
+    expect(stale.json.reason).toBe('stale-timestamp');
+    expect(await records(consumer)).toBe(0);
+    expect(await effectsOf(id)).toBe(0);
+    // onEvent throws: 5xx, nothing recorded, the sender's retry processes it.
+    failNext = true;
+    expect((await send(signed(id, body), body)).status).toBe(500);
+    expect(await records(consumer)).toBe(0);
+    expect(await effectsOf(id)).toBe(0);
+    const first = await send(signed(id, body), body);
+    expect(first).toMatchObject({ status: 200, json: { id, status: 'processed' } });
+    // A duplicate (retried with a fresh timestamp and signature, as senders do): 2xx, no effect.
+    const again = await send(signed(id, body), body);
+    expect(again).toMatchObject({ status: 200, json: { id, status: 'duplicate' } });
+    expect(await effectsOf(id)).toBe(1);
+    expect(await records(consumer)).toBe(1);
+  }
+
+  it('Web handler through Hono’s app.request()', async () => {
+    const app = new Hono();
+    const handle = webhookHandler(options('hono'));
+    app.post('/hooks', (c) => handle(c.req.raw));
+    await scenario('hono', async (headers, body) => {
+      const res = await app.request('/hooks', { method: 'POST', headers, body });
+      return { status: res.status, type: res.headers.get('content-type') ?? '', json: (await res.json()) as Record<string, unknown> };
+    });
+  });
+
+  it('Fastify route in its own raw-body scope (fastify.inject); JSON routes elsewhere keep parsing', async () => {
+    const app = Fastify();
+    app.post('/json', async (request) => ({ parsed: request.body }));
+    webhookFastify(app as unknown as FastifyLikeInstance, '/hooks', options('fastify'));
+    await app.ready();
+    try {
+      await scenario('fastify', async (headers, body) => {
+        const res = await app.inject({ method: 'POST', url: '/hooks', headers, payload: body });
+        return { status: res.statusCode, type: String(res.headers['content-type']), json: res.json() };
+      });
+      const json = await app.inject({ method: 'POST', url: '/json', payload: { a: 1 } });
+      expect(json.json()).toEqual({ parsed: { a: 1 } });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('Express middleware behind express.raw() on a real port; without the raw body it names express.raw', async () => {
+    const app = express();
+    app.post('/hooks', express.raw({ type: '*/*' }), webhookExpress(options('express')));
+    app.post('/parsed', express.json(), webhookExpress(options('express-parsed')));
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).json({ error: error.message, code: (error as { code?: string }).code });
+    });
+    const server = app.listen(0);
+    await new Promise((resolve) => server.once('listening', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await scenario('express', async (headers, body) => {
+        const res = await fetch(`${base}/hooks`, { method: 'POST', headers, body });
+        return { status: res.status, type: res.headers.get('content-type') ?? '', json: (await res.json()) as Record<string, unknown> };
+      });
+      const body = JSON.stringify({ amount: 1 });
+      const res = await fetch(`${base}/parsed`, { method: 'POST', headers: signed('evt_parsed', body), body });
+      const answer = (await res.json()) as { error: string; code: string };
+      expect(answer.code).toBe('ERR_IDEMKIT_WEBHOOK_RAW_BODY');
+      expect(answer.error).toMatch(/express\.raw/);
+      expect(await records('express-parsed')).toBe(0);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('processes concurrent retries of one event once', async () => {
+    const handle = webhookHandler(options('race'));
+    const body = JSON.stringify({ amount: 7 });
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () => handle(new Request('http://x/hooks', { method: 'POST', headers: signed('evt_race', body), body }))),
+    );
+    const statuses = await Promise.all(responses.map(async (r) => ((await r.json()) as { status: string }).status));
+    expect(statuses.filter((s) => s === 'processed')).toHaveLength(1);
+    expect(statuses.filter((s) => s === 'duplicate')).toHaveLength(9);
+    expect(await effectsOf('evt_race')).toBe(1);
+  });
+
+  it('validates its options eagerly', () => {
+    expect(() => webhookHandler({ ...options('x'), consumer: '' })).toThrow(/`consumer`/);
+    expect(() => webhookHandler({ ...options('x'), secret: 'whsec_***' })).toThrow(/`secret`/);
+    expect(() => webhookHandler({ ...options('x'), onEvent: undefined as never })).toThrow(/`onEvent`/);
+    expect(() => webhookHandler({ ...options('x'), maxBodyBytes: -1 })).toThrow(/`maxBodyBytes`/);
+    expect(() => webhookHandler({ ...options('x'), secrets: [secret] } as never)).toThrow(/`secrets`.*use `secret`/);
+  });
+});
