@@ -7,8 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { RequestSpec } from 'autocannon';
+import { NotApplicable } from './peers/types.js';
 import type { ChildMessage, ServerConfig, StatsMessage, Workload } from './shared.js';
-import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE } from './shared.js';
+import { BODY, CONTENTION_CONNECTIONS, CONTENTION_KEYS, CONTENT_TYPE, REPLAY_KEYS, ROUTE } from './shared.js';
 
 export const CONNECTIONS = 50;
 const SERVER_SCRIPT = fileURLToPath(new URL('./server.ts', import.meta.url));
@@ -16,6 +17,8 @@ const START_TIMEOUT_MS = 30_000;
 
 export interface ServerHandle {
   readonly url: string;
+  /** The control server: `GET ${controlUrl}/__executions?key=…`. */
+  readonly controlUrl: string;
   stats(): Promise<StatsMessage>;
   stop(): Promise<void>;
 }
@@ -25,8 +28,17 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-export async function startServer(config: ServerConfig): Promise<ServerHandle> {
-  const args = [`--framework=${config.framework}`, `--store=${config.store}`, `--delay=${config.delayMs}`, `--required=${config.required}`];
+/** Starts one server process; rejects with `NotApplicable` when the implementation cannot serve the configuration. */
+export async function startServer(config: ServerConfig, variant = ''): Promise<ServerHandle> {
+  const args = [
+    `--impl=${config.impl}`,
+    `--framework=${config.framework}`,
+    `--store=${config.store}`,
+    `--delay=${config.delayMs}`,
+    `--required=${config.required}`,
+    `--nonce=${config.nonce}`,
+    `--variant=${variant}`,
+  ];
   const child = fork(SERVER_SCRIPT, args, {
     execArgv: ['--conditions=idemkit-source', '--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -40,12 +52,17 @@ export async function startServer(config: ServerConfig): Promise<ServerHandle> {
     if (!stopping) failure = new Error(`bench server ${JSON.stringify(config)} exited (code ${code}, signal ${signal})`);
   });
 
-  const port = await new Promise<number>((resolve, reject) => {
+  const ports = await new Promise<{ port: number; controlPort: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('bench server did not start in time')), START_TIMEOUT_MS);
     child.on('message', (message: ChildMessage) => {
+      if (message.type === 'not-applicable') {
+        stopping = true;
+        clearTimeout(timer);
+        reject(new NotApplicable(message.reason));
+      }
       if (message.type !== 'listening') return;
       clearTimeout(timer);
-      resolve(message.port);
+      resolve(message);
     });
     void exited.then(() => {
       clearTimeout(timer);
@@ -54,7 +71,8 @@ export async function startServer(config: ServerConfig): Promise<ServerHandle> {
   });
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${ports.port}`,
+    controlUrl: `http://127.0.0.1:${ports.controlPort}`,
     stats() {
       if (failure) return Promise.reject(failure);
       return new Promise((resolve, reject) => {
@@ -76,12 +94,15 @@ export async function startServer(config: ServerConfig): Promise<ServerHandle> {
   };
 }
 
-const nonce = randomBytes(4).toString('hex');
+/** In every key this run sends: servers delete what they stored under it when they exit. */
+export const nonce = randomBytes(4).toString('hex');
 let counter = 0;
 /** A key never sent before in this bench run. */
 export function freshKey(): string {
   return `bench-${nonce}-${(counter++).toString(36)}`;
 }
+
+let contentionSent = 0;
 
 export const replayKeys = Array.from({ length: REPLAY_KEYS }, (_, i) => `replay-${nonce}-${i}`);
 
@@ -104,9 +125,29 @@ export function requestsFor(workload: Workload): RequestSpec[] {
       ];
     case 'replay':
       return replayKeys.map((key) => ({ ...request, headers: { ...baseHeaders, 'idempotency-key': key } }));
+    case 'contention': {
+      // 64 connections on 8 keys: each batch of 64 consecutive requests shares 8 fresh keys (8 each),
+      // so duplicates of a key are in flight together; the key set then moves on (never back: the
+      // counter is shared by every run).
+      return [
+        {
+          ...request,
+          headers: baseHeaders,
+          setupRequest(params) {
+            const n = contentionSent++;
+            params.headers['idempotency-key'] = `ct-${nonce}-${Math.floor(n / CONTENTION_CONNECTIONS).toString(36)}-${n % CONTENTION_KEYS}`;
+            return params;
+          },
+        },
+      ];
+    }
     case 'no-key':
       return [{ ...request, headers: baseHeaders }];
   }
+}
+
+export function connectionsFor(workload: Workload): number {
+  return workload === 'contention' ? CONTENTION_CONNECTIONS : CONNECTIONS;
 }
 
 export interface LoadSample {
@@ -118,6 +159,10 @@ export interface LoadSample {
   readonly p99Ms: number;
   readonly non2xx: number;
   readonly errors: number;
+  /** Answers per HTTP status. */
+  readonly statuses: Readonly<Record<string, number>>;
+  /** Handler executions beyond the first for tracked keys (contention): double executions. */
+  readonly duplicates: number;
   /** Server CPU (user + system) per completed request, µs. */
   readonly serverCpuMicrosPerReq: number;
   /** The kernel part of it (socket writes, wake-ups, GC threads' syscalls), µs. */
@@ -139,7 +184,7 @@ export async function runLoad(server: ServerHandle, workload: Workload, duration
   const started = process.hrtime.bigint();
   const result = await autocannon({
     url: server.url,
-    connections: CONNECTIONS,
+    connections: connectionsFor(workload),
     pipelining: 1,
     duration: durationSec,
     requests: requestsFor(workload),
@@ -163,6 +208,8 @@ export async function runLoad(server: ServerHandle, workload: Workload, duration
     p99Ms: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors,
+    statuses: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count])),
+    duplicates: after.duplicates - before.duplicates,
     serverCpuMicrosPerReq: completed > 0 ? serverCpu / completed : NaN,
     serverSysMicrosPerReq: completed > 0 ? serverSys / completed : NaN,
     serverCpuPercent: (100 * serverCpu) / wallMicros,
@@ -215,10 +262,26 @@ function machineBusyMicros(): number | undefined {
 }
 
 /** One request, for the sanity checks before measuring. */
-export async function post(url: string, key: string | undefined): Promise<{ status: number; replayed: boolean }> {
+export async function post(
+  url: string,
+  key: string | undefined,
+  timeoutMs = 10_000,
+): Promise<{ status: number; replayed: boolean; id: string | undefined }> {
   const headers: Record<string, string> = { 'content-type': CONTENT_TYPE };
   if (key !== undefined) headers['idempotency-key'] = key;
-  const response = await fetch(url + ROUTE, { method: 'POST', headers, body: BODY });
-  await response.arrayBuffer();
-  return { status: response.status, replayed: response.headers.get('idempotent-replayed') === 'true' };
+  const response = await fetch(url + ROUTE, { method: 'POST', headers, body: BODY, signal: AbortSignal.timeout(timeoutMs) });
+  const text = await response.text();
+  let id: string | undefined;
+  try {
+    id = (JSON.parse(text) as { id?: string }).id;
+  } catch {
+    id = undefined;
+  }
+  return { status: response.status, replayed: response.headers.get('idempotent-replayed') === 'true', id };
+}
+
+/** How many times the server's handler ran for `key` (tracked keys only). */
+export async function executionsOf(server: ServerHandle, key: string): Promise<number> {
+  const response = await fetch(`${server.controlUrl}/__executions?key=${encodeURIComponent(key)}`);
+  return ((await response.json()) as { executions: number }).executions;
 }

@@ -1,10 +1,11 @@
 /** Turns measured configurations into comparison rows, target checks and a Markdown report. */
 import type { LoadSample } from './harness.js';
 import type { RawResults } from './raw-store.js';
-import type { Framework, StoreKind, Workload } from './shared.js';
+import type { Framework, Impl, StoreKind, Workload } from './shared.js';
 
 /** One server configuration: warm-up, then `runs` measured runs; the medians summarise them. */
 export interface ConfigResult {
+  readonly impl: Impl;
   readonly framework: Framework;
   readonly store: StoreKind;
   readonly workload: Workload;
@@ -23,6 +24,10 @@ export interface ConfigResult {
   readonly discardedRuns: number;
   /** Why the measurement cannot be trusted (non-2xx answers, socket errors, wrong execution count). */
   readonly problems: readonly string[];
+  /** Answers per HTTP status over all measured runs. */
+  readonly statuses: Readonly<Record<string, number>>;
+  /** Double executions seen during the measured runs (contention workload; 0 elsewhere). */
+  readonly duplicates: number;
 }
 
 export type Check = 'PASS' | 'MISS';
@@ -73,7 +78,8 @@ export function buildRows(configs: readonly ConfigResult[], raw: RawResults): Ro
     const rawStoreMicros = withMw.workload === 'new-key' ? rawStore?.newKeyMicros : withMw.workload === 'replay' ? rawStore?.replayMicros : 0;
     const budgetMicros = 1.3 * (rawStoreMicros ?? NaN) + 15;
     const addedMicros = (1 / withMw.reqPerSec - 1 / bare.reqPerSec) * 1e6;
-    const cpuBound = withMw.delayMs === 0;
+    // Contention answers most requests with 409 without a store write: no raw-store budget applies.
+    const cpuBound = withMw.delayMs === 0 && withMw.workload !== 'contention';
     const target = withMw.store === 'memory' && cpuBound ? RATIO_TARGETS[`${withMw.framework}/${withMw.workload}`] : undefined;
     const ratioPercent = (100 * withMw.reqPerSec) / bare.reqPerSec;
     rows.push({

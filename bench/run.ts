@@ -1,27 +1,47 @@
 /**
- * `npm run bench [-- --quick] [-- --framework=fastify] [-- --workload=replay] [-- --no-delay]`
+ * `npm run bench`: idemkit side by side with the npm peers, in one run.
  *
- * Measures, one configuration after another: the raw store time in-process, then for each
- * framework and workload the bare server, the memory store and the SQLite store. Writes
- * bench/results/latest.json and latest.md and prints the Markdown. Never fails on a missed target.
+ *   1. raw store time, in-process;
+ *   2. the race check: each implementation through `idemkit check`'s race case (20 concurrent
+ *      same-key requests × 10 rounds), counting double executions and hangs;
+ *   3. throughput: for each framework and workload, the bare framework, idemkit on each store and
+ *      each peer on each store it supports, one server process per configuration, autocannon in
+ *      this process; warm-up, then N runs, medians;
+ *   4. latency at a fixed rate of half the bare framework's maximum, on Redis.
+ *
+ * Writes bench/RESULTS.md, bench/results-chart.svg (and .png), and bench/results/latest.{json,md}.
+ * Never fails on a missed target; exits 1 when a bare or idemkit configuration measured something
+ * other than its workload (non-2xx answers, handler counts that do not match).
+ *
+ * Subsets: BENCH_FRAMEWORKS=express, BENCH_WORKLOADS=new-key,replay, BENCH_STORES=redis,
+ * BENCH_PEERS=node-idempotency (or "none"), flags --quick, --no-delay, --no-race, --no-latency.
  */
 import { execSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
+import { raceCase } from 'idemkit/check';
 import type { LoadSample, ServerHandle } from './harness.js';
-import { CONNECTIONS, freshKey, post, replayKeys, runLoad, startServer, waitForQuiet } from './harness.js';
+import { CONNECTIONS, connectionsFor, freshKey, nonce, post, replayKeys, runLoad, startServer, waitForQuiet } from './harness.js';
+import type { PacedSample } from './paced.js';
+import { runPaced } from './paced.js';
+import { NotApplicable } from './peers/types.js';
+import type { RawResults } from './raw-store.js';
 import { measureRawStores } from './raw-store.js';
 import type { ConfigResult, ReportMeta } from './report.js';
 import { buildRows, toMarkdown } from './report.js';
-import type { Framework, ServerConfig, StoreKind, Workload } from './shared.js';
-import { SERVER_STORES, median } from './shared.js';
+import type { BenchResults, LatencyResult, RaceEntry, Subject } from './results.js';
+import { writeChart, writeResultsMarkdown } from './results.js';
+import type { Framework, Impl, ServerConfig, StoreKind, Workload } from './shared.js';
+import { BODY, CONTENT_TYPE, PEERS, ROUTE, SERVER_STORES, median } from './shared.js';
 
 const { values: flags } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     'no-delay': { type: 'boolean', default: false },
+    'no-race': { type: 'boolean', default: false },
+    'no-latency': { type: 'boolean', default: false },
     framework: { type: 'string' },
     workload: { type: 'string' },
   },
@@ -35,88 +55,160 @@ function envNumber(name: string, fallback: number): number {
   return value;
 }
 
-const durationSec = envNumber('BENCH_DURATION', flags.quick ? 1 : 3);
+function envList<T extends string>(name: string, all: readonly T[], fallback: readonly T[] = all): T[] {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return [...fallback];
+  if (raw === 'none') return [];
+  const picked = raw.split(',').map((s) => s.trim()) as T[];
+  for (const p of picked) if (!all.includes(p)) throw new Error(`${name}: unknown ${JSON.stringify(p)} (expected ${all.join(', ')})`);
+  return all.filter((a) => picked.includes(a));
+}
+
+const durationSec = envNumber('BENCH_DURATION', flags.quick ? 1 : 2);
 const runs = Math.round(envNumber('BENCH_RUNS', flags.quick ? 2 : 5));
 const warmupSec = envNumber('BENCH_WARMUP', 1);
+const latencyRuns = Math.round(envNumber('BENCH_LATENCY_RUNS', flags.quick ? 1 : 3));
 const rawIterations = Math.round(envNumber('BENCH_RAW_ITERATIONS', flags.quick ? 5_000 : 20_000));
+const raceConcurrency = Math.round(envNumber('BENCH_RACE_CONCURRENCY', 20));
+const raceRounds = Math.round(envNumber('BENCH_RACE_ROUNDS', 10));
+/** The race check's handler takes this long, so duplicates overlap an execution in progress. */
+const raceDelayMs = envNumber('BENCH_RACE_DELAY', 5);
 /** A run during which other processes used more than this % of a core is discarded and redone. */
 const noiseLimit = envNumber('BENCH_NOISE_LIMIT', 25);
 const quietWaitMs = envNumber('BENCH_QUIET_WAIT', 120) * 1_000;
 const MAX_RETRIES_PER_RUN = 4;
 const DELAY_MS = 5;
 
-const FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
-const WORKLOADS: readonly Workload[] = ['new-key', 'replay', 'no-key'];
-const STORES: readonly StoreKind[] = ['none', ...SERVER_STORES];
+type PlanName = Workload | 'new-key-5ms';
+const ALL_FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
+const ALL_PLANS: readonly PlanName[] = ['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms'];
+const FRAMEWORKS = flags.framework ? [flags.framework as Framework] : envList('BENCH_FRAMEWORKS', ALL_FRAMEWORKS);
+const PLANS = (flags.workload ? [flags.workload as PlanName] : envList('BENCH_WORKLOADS', ALL_PLANS)).filter(
+  (p) => !(flags['no-delay'] && p === 'new-key-5ms'),
+);
+const SELECTED_PEERS = envList('BENCH_PEERS', PEERS);
 
-interface Plan {
-  readonly framework: Framework;
-  readonly workload: Workload;
-  readonly delayMs: number;
-}
+/** The stores each peer can be measured on (anything else is "n/a" in the tables, with the reason). */
+const PEER_STORES: Record<(typeof PEERS)[number], readonly StoreKind[]> = {
+  'node-idempotency': ['memory', 'redis'],
+  'express-idempotency': ['redis'],
+  powertools: ['redis'],
+};
 
-function plan(): Plan[] {
-  const plans: Plan[] = [];
-  for (const framework of FRAMEWORKS) {
-    if (flags.framework && flags.framework !== framework) continue;
-    for (const workload of WORKLOADS) {
-      if (!flags.workload || flags.workload === workload) plans.push({ framework, workload, delayMs: 0 });
-    }
-    if (!flags['no-delay'] && (!flags.workload || flags.workload === 'new-key')) plans.push({ framework, workload: 'new-key', delayMs: DELAY_MS });
+export function notApplicable(impl: Impl, framework: Framework, store: StoreKind): string | undefined {
+  if (impl === 'bare' || impl === 'idemkit') return undefined;
+  if (impl === 'express-idempotency' && framework !== 'express') return 'Express middleware only';
+  if (!PEER_STORES[impl].includes(store)) {
+    return impl === 'node-idempotency'
+      ? 'adapters for memory and Redis only'
+      : impl === 'powertools'
+        ? 'cache layer is Redis/Valkey (others: DynamoDB)'
+        : 'adapters: memory (array scan), Redis, MongoDB';
   }
-  return plans;
+  return undefined;
 }
+
+/** Every implementation × store measured for one framework and workload. */
+function subjectsFor(framework: Framework, plan: PlanName): Subject[] {
+  const subjects: Subject[] = [{ impl: 'bare', store: 'none' }];
+  // Without a key no store is touched: one store per implementation is enough.
+  const stores: readonly StoreKind[] =
+    plan === 'no-key' ? [SERVER_STORES.includes('redis') ? 'redis' : (SERVER_STORES[0] ?? 'memory')] : SERVER_STORES;
+  for (const store of stores) subjects.push({ impl: 'idemkit', store });
+  for (const peer of SELECTED_PEERS) {
+    const peerStores = plan === 'no-key' ? [PEER_STORES[peer].includes('redis') ? 'redis' : PEER_STORES[peer][0]!] : stores;
+    for (const store of peerStores) if (!notApplicable(peer, framework, store)) subjects.push({ impl: peer, store });
+  }
+  return subjects;
+}
+
+const latencySubjects = (framework: Framework): Subject[] =>
+  SERVER_STORES.includes('redis')
+    ? [
+        { impl: 'bare', store: 'none' },
+        { impl: 'idemkit', store: 'redis' },
+        ...SELECTED_PEERS.filter((p) => !notApplicable(p, framework, 'redis')).map((impl): Subject => ({ impl, store: 'redis' })),
+      ]
+    : [];
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+const labelOf = (s: Subject) => (s.impl === 'bare' ? 'bare' : `${s.impl}/${s.store}`);
 
 /** Proves the server answers as the workload expects before anything is timed; warms the replay keys. */
-async function precheck(server: ServerHandle, store: StoreKind, workload: Workload): Promise<void> {
+async function precheck(server: ServerHandle, subject: Subject, workload: Workload): Promise<void> {
+  const idempotent = subject.impl !== 'bare';
   const expect = (what: string, ok: boolean) => {
-    if (!ok) throw new Error(`precheck failed (${store}, ${workload}): ${what}`);
+    if (!ok) throw new Error(`precheck failed (${labelOf(subject)}, ${workload}): ${what}`);
   };
   if (workload === 'no-key') {
     const r = await post(server.url, undefined);
-    return expect(`expected 201 without a key, got ${r.status}`, r.status === 201 && !r.replayed);
+    return expect(`expected 201 without a key, got ${r.status}`, r.status === 201);
   }
-  if (workload === 'new-key') {
+  // A replay is recognised by its body: the handler returns a new id each time it runs.
+  if (workload === 'new-key' || workload === 'contention') {
     const key = freshKey();
     const first = await post(server.url, key);
-    expect(`expected 201 for a new key, got ${first.status}`, first.status === 201 && !first.replayed);
+    expect(`expected 201 for a new key, got ${first.status}`, first.status === 201);
     const again = await post(server.url, key);
-    return expect('expected the same key to replay', again.status === 201 && again.replayed === (store !== 'none'));
+    return expect(`expected the same key to ${idempotent ? '' : 'not '}replay`, again.status === 201 && (again.id === first.id) === idempotent);
   }
+  const firsts = new Map<string, string | undefined>();
   for (const key of replayKeys) {
     const first = await post(server.url, key);
-    expect(`expected 201 when warming a replay key, got ${first.status}`, first.status === 201);
+    if (first.status === 201) firsts.set(key, first.id);
   }
   for (const key of replayKeys) {
     const again = await post(server.url, key);
-    expect('expected a warmed key to replay', again.status === 201 && again.replayed === (store !== 'none'));
+    expect(`expected 201 when replaying, got ${again.status}`, again.status === 201);
+    if (idempotent) expect('expected a warmed key to replay the same body', !firsts.has(key) || again.id === firsts.get(key));
   }
 }
 
-function problemsOf(samples: readonly LoadSample[], store: StoreKind, workload: Workload): string[] {
+function sum(samples: readonly LoadSample[], pick: (s: LoadSample) => number): number {
+  return samples.reduce((n, s) => n + pick(s), 0);
+}
+
+function problemsOf(samples: readonly LoadSample[], subject: Subject, workload: Workload): string[] {
   const problems: string[] = [];
-  const non2xx = samples.reduce((n, s) => n + s.non2xx, 0);
-  const errors = samples.reduce((n, s) => n + s.errors, 0);
-  if (non2xx > 0) problems.push(`${non2xx} non-2xx answers`);
+  const statuses = mergeStatuses(samples);
+  const allowed = workload === 'contention' ? new Set(['201', '409']) : new Set(['201']);
+  const unexpected = Object.entries(statuses).filter(([code]) => !allowed.has(code));
+  if (unexpected.length > 0) problems.push(`unexpected answers: ${unexpected.map(([code, n]) => `${n} × ${code}`).join(', ')}`);
+  const errors = sum(samples, (s) => s.errors);
   if (errors > 0) problems.push(`${errors} socket errors`);
-  const handled = samples.reduce((n, s) => n + s.handled, 0);
-  const completed = samples.reduce((n, s) => n + s.completed, 0);
-  if (store !== 'none' && workload === 'replay') {
+  const handled = sum(samples, (s) => s.handled);
+  const completed = sum(samples, (s) => s.completed);
+  if (subject.impl !== 'bare' && workload === 'replay') {
     if (handled > 0) problems.push(`the handler ran ${handled} times in a replay workload`);
-  } else if (Math.abs(handled - completed) > 2 * CONNECTIONS * samples.length) {
+  } else if (workload !== 'contention' && Math.abs(handled - completed) > 2 * connectionsFor(workload) * samples.length) {
     problems.push(`the handler ran ${handled} times for ${completed} answers`);
   }
   return problems;
 }
 
-async function measure({ framework, workload, delayMs }: Plan, store: StoreKind): Promise<ConfigResult> {
-  const config: ServerConfig = { framework, store, delayMs, required: workload !== 'no-key' };
-  const label = `${framework} ${workload}${delayMs ? ` (${delayMs} ms handler)` : ''} ${store === 'none' ? 'bare' : store}`;
-  const server = await startServer(config);
+function mergeStatuses(samples: readonly LoadSample[]): Record<string, number> {
+  const statuses: Record<string, number> = {};
+  for (const s of samples) for (const [code, n] of Object.entries(s.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
+  return statuses;
+}
+
+function serverConfig(framework: Framework, subject: Subject, workload: Workload, delayMs: number): ServerConfig {
+  return { impl: subject.impl, framework, store: subject.store, delayMs, required: workload !== 'no-key', nonce };
+}
+
+async function measure(framework: Framework, plan: PlanName, subject: Subject): Promise<ConfigResult | { notApplicable: string }> {
+  const workload: Workload = plan === 'new-key-5ms' ? 'new-key' : plan;
+  const delayMs = plan === 'new-key-5ms' ? DELAY_MS : 0;
+  const label = `${framework} ${workload}${delayMs ? ` (${delayMs} ms handler)` : ''} ${labelOf(subject)}`;
+  let server: ServerHandle;
   try {
-    await precheck(server, store, workload);
+    server = await startServer(serverConfig(framework, subject, workload, delayMs));
+  } catch (error) {
+    if (error instanceof NotApplicable) return { notApplicable: error.message };
+    throw error;
+  }
+  try {
+    await precheck(server, subject, workload);
     await waitForQuiet(noiseLimit, quietWaitMs, log);
     await runLoad(server, workload, warmupSec);
     const samples: LoadSample[] = [];
@@ -128,6 +220,7 @@ async function measure({ framework, workload, delayMs }: Plan, store: StoreKind)
         `  ${label}: run ${i + 1}/${runs}: ${Math.round(s.reqPerSec)} req/s, p99 ${s.p99Ms} ms, ` +
           `server ${s.serverCpuMicrosPerReq.toFixed(1)} µs/req at ${s.serverCpuPercent.toFixed(0)} % CPU` +
           (s.otherCpuPercent === undefined ? '' : `, other ${s.otherCpuPercent.toFixed(0)} %`) +
+          (s.duplicates > 0 && subject.impl !== 'bare' ? `, ${s.duplicates} DOUBLE EXECUTIONS` : '') +
           (noisy && retries < MAX_RETRIES_PER_RUN ? ' — noisy, discarded' : ''),
       );
       if (noisy && retries < MAX_RETRIES_PER_RUN) {
@@ -144,8 +237,9 @@ async function measure({ framework, workload, delayMs }: Plan, store: StoreKind)
     const reqPerSec = median(rps);
     const others = samples.map((s) => s.otherCpuPercent).filter((v): v is number => v !== undefined);
     return {
+      impl: subject.impl,
       framework,
-      store,
+      store: subject.store,
       workload,
       delayMs,
       runs: samples,
@@ -158,7 +252,86 @@ async function measure({ framework, workload, delayMs }: Plan, store: StoreKind)
       otherCpuPercent: others.length > 0 ? median(others) : undefined,
       spreadPercent: (100 * (Math.max(...rps) - Math.min(...rps))) / reqPerSec,
       discardedRuns,
-      problems: problemsOf(samples, store, workload),
+      problems: problemsOf(samples, subject, workload),
+      statuses: mergeStatuses(samples),
+      duplicates: subject.impl === 'bare' ? 0 : sum(samples, (s) => s.duplicates),
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** The race case against one implementation, plus the server's own execution count as a cross-check. */
+async function race(framework: Framework, subject: Subject, variant = ''): Promise<RaceEntry> {
+  const name = variant ? `${subject.impl} (${variant})` : subject.impl;
+  const base = { framework, impl: subject.impl, name, store: subject.store };
+  let server: ServerHandle;
+  try {
+    server = await startServer(serverConfig(framework, subject, 'new-key', raceDelayMs), variant);
+  } catch (error) {
+    if (error instanceof NotApplicable) return { ...base, notApplicable: error.message };
+    throw error;
+  }
+  try {
+    const before = await server.stats();
+    const result = await raceCase(
+      { url: server.url + ROUTE, body: BODY, headers: { 'content-type': CONTENT_TYPE }, timeoutMs: 10_000 },
+      { concurrency: raceConcurrency, rounds: raceRounds },
+    );
+    const after = await server.stats();
+    // One execution per round is right; each round's later replay request must not execute either.
+    const serverDoubles = Math.max(0, after.handled - before.handled - result.rounds);
+    const entry: RaceEntry = {
+      ...base,
+      doubleExecutions: result.doubleExecutions,
+      serverDoubleExecutions: serverDoubles,
+      hangs: result.hangs,
+      errors: result.errors,
+      statuses: result.statuses,
+      laterReplayMismatches: result.perRound.filter((r) => r.laterReplayMatches === false).length,
+      ms: result.ms,
+    };
+    log(
+      `  race ${framework} ${name}/${subject.store}: ${entry.serverDoubleExecutions} double executions ` +
+        `(${entry.doubleExecutions} seen by clients), ${entry.hangs} hangs, statuses ${JSON.stringify(entry.statuses)}`,
+    );
+    return entry;
+  } finally {
+    await server.stop();
+  }
+}
+
+async function latency(framework: Framework, workload: 'new-key' | 'replay', subject: Subject, rate: number): Promise<LatencyResult | undefined> {
+  let server: ServerHandle;
+  try {
+    server = await startServer(serverConfig(framework, subject, workload, 0));
+  } catch (error) {
+    if (error instanceof NotApplicable) return undefined;
+    throw error;
+  }
+  try {
+    await precheck(server, subject, workload);
+    await waitForQuiet(noiseLimit, quietWaitMs, log);
+    await runPaced(server, workload, rate, warmupSec);
+    const samples: PacedSample[] = [];
+    for (let i = 0; i < latencyRuns; i++) {
+      const s = await runPaced(server, workload, rate, durationSec);
+      log(
+        `  latency ${framework} ${workload} ${labelOf(subject)} at ${Math.round(rate)} req/s: ` +
+          `p50 ${(s.p50Micros / 1e3).toFixed(2)} ms, p99 ${(s.p99Micros / 1e3).toFixed(2)} ms (achieved ${Math.round(s.achievedRate)} req/s)`,
+      );
+      samples.push(s);
+    }
+    return {
+      framework,
+      workload,
+      impl: subject.impl,
+      store: subject.store,
+      rate,
+      p50Micros: median(samples.map((s) => s.p50Micros)),
+      p99Micros: median(samples.map((s) => s.p99Micros)),
+      achievedRate: median(samples.map((s) => s.achievedRate)),
+      errors: samples.reduce((n, s) => n + s.errors + s.non2xx, 0),
     };
   } finally {
     await server.stop();
@@ -186,25 +359,85 @@ function gitHead(): string {
   }
 }
 
+function packageVersion(name: string): string {
+  try {
+    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
+    return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+  } catch {
+    return 'not installed';
+  }
+}
+
+/** Seconds for the whole run, from the plan, for the estimate printed at the start. */
+function estimateSeconds(): number {
+  const startup = 2.5; // server start (tsx), precheck, quiet check
+  const perConfig = startup + warmupSec + runs * durationSec;
+  let configs = 0;
+  for (const framework of FRAMEWORKS) for (const plan of PLANS) configs += subjectsFor(framework, plan).length;
+  const raceServers = flags['no-race'] ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
+  const latencyConfigs = flags['no-latency'] ? 0 : FRAMEWORKS.reduce((n, f) => n + 2 * latencySubjects(f).length, 0);
+  return configs * perConfig + raceServers * 3 + latencyConfigs * (startup + warmupSec + latencyRuns * durationSec) + 20;
+}
+
 async function main(): Promise<void> {
   const codeAtStart = { head: gitHead(), src: srcHash() };
-  const plans = plan();
-  const perConfig = warmupSec + runs * durationSec + 1.5;
+  const started = Date.now();
+  const estimate = estimateSeconds();
   log(
-    `idemkit bench: ${plans.length * STORES.length} configurations × ~${perConfig.toFixed(0)} s ` +
-      `(warm-up ${warmupSec} s + ${runs} × ${durationSec} s), ~${Math.ceil((plans.length * STORES.length * perConfig) / 60)} min`,
+    `idemkit bench: frameworks ${FRAMEWORKS.join(', ')}; workloads ${PLANS.join(', ')}; stores ${SERVER_STORES.join(', ')}; ` +
+      `peers ${SELECTED_PEERS.join(', ') || 'none'}; warm-up ${warmupSec} s + ${runs} × ${durationSec} s per configuration. ` +
+      `Estimated duration: ~${Math.ceil(estimate / 60)} min.`,
   );
 
   log(`raw store time: ${rawIterations} iterations × ${runs} repetitions…`);
-  const raw = await measureRawStores(rawIterations, runs);
+  const raw: RawResults = await measureRawStores(rawIterations, runs);
   for (const s of raw.stores) log(`  ${s.store}: new key ${s.newKeyMicros.toFixed(2)} µs, replay ${s.replayMicros.toFixed(2)} µs`);
 
-  const configs: ConfigResult[] = [];
-  for (const p of plans) {
-    for (const store of STORES) configs.push(await measure(p, store));
+  const races: RaceEntry[] = [];
+  if (!flags['no-race']) {
+    log(`race check: ${raceConcurrency} concurrent same-key requests × ${raceRounds} rounds, ${raceDelayMs} ms handler…`);
+    for (const framework of FRAMEWORKS) {
+      for (const subject of subjectsFor(framework, 'new-key')) {
+        if (subject.impl === 'bare') continue;
+        races.push(await race(framework, subject));
+        // The same peer wired differently: without a Lambda context (outside Lambda), and with payload validation.
+        if (subject.impl === 'powertools' && framework === FRAMEWORKS[0]) {
+          races.push(await race(framework, subject, 'no-context'));
+          races.push(await race(framework, subject, 'validation'));
+        }
+      }
+    }
   }
 
-  const rows = buildRows(configs, raw);
+  const configs: ConfigResult[] = [];
+  const skipped: Array<{ framework: Framework; plan: PlanName; subject: Subject; reason: string }> = [];
+  for (const framework of FRAMEWORKS) {
+    for (const plan of PLANS) {
+      for (const subject of subjectsFor(framework, plan)) {
+        const result = await measure(framework, plan, subject);
+        if ('notApplicable' in result) skipped.push({ framework, plan, subject, reason: result.notApplicable });
+        else configs.push(result);
+      }
+    }
+  }
+
+  const latencies: LatencyResult[] = [];
+  if (!flags['no-latency']) {
+    for (const framework of FRAMEWORKS) {
+      for (const workload of ['new-key', 'replay'] as const) {
+        const bareMax = configs.find((c) => c.impl === 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0);
+        if (!bareMax) continue;
+        const rate = Math.round(bareMax.reqPerSec / 2);
+        for (const subject of latencySubjects(framework)) {
+          const result = await latency(framework, workload, subject, rate);
+          if (result) latencies.push(result);
+        }
+      }
+    }
+  }
+
+  const ours = configs.filter((c) => c.impl === 'bare' || c.impl === 'idemkit');
+  const rows = buildRows(ours, raw);
   const meta: ReportMeta = {
     date: new Date().toISOString(),
     node: process.version,
@@ -217,19 +450,75 @@ async function main(): Promise<void> {
     warmupSec,
     connections: CONNECTIONS,
   };
-  const markdown = toMarkdown(meta, raw, configs, rows);
+  const results: BenchResults = {
+    meta: {
+      ...meta,
+      memory: `${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
+      command: `${Object.entries(process.env)
+        .filter(([k]) => k.startsWith('BENCH_'))
+        .map(([k, v]) => `${k}=${v} `)
+        .join('')}npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+      elapsedSec: Math.round((Date.now() - started) / 1000),
+      estimatedSec: Math.round(estimate),
+      loadAverage: readLoadAverage(),
+      versions: Object.fromEntries(
+        [
+          'fastify',
+          'express',
+          'autocannon',
+          'ioredis',
+          'pg',
+          'better-sqlite3',
+          '@node-idempotency/core',
+          '@node-idempotency/storage-adapter-memory',
+          '@node-idempotency/storage-adapter-redis',
+          'redis',
+          'express-idempotency',
+          'express-idempotency-redis-adapter',
+          '@aws-lambda-powertools/idempotency',
+          '@redis/client',
+        ].map((name) => [name, packageVersion(name)]),
+      ),
+      raceConcurrency,
+      raceRounds,
+      raceDelayMs,
+      latencyRuns,
+      frameworks: FRAMEWORKS,
+      plans: PLANS,
+      stores: [...SERVER_STORES],
+      peers: SELECTED_PEERS,
+    },
+    raw,
+    races,
+    configs,
+    latencies,
+    skipped: skipped.map((s) => ({ framework: s.framework, plan: s.plan, impl: s.subject.impl, store: s.subject.store, reason: s.reason })),
+  };
+
   const dir = new URL('./results/', import.meta.url);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(new URL('latest.json', dir), `${JSON.stringify({ meta, raw, rows, configs }, null, 2)}\n`);
-  writeFileSync(new URL('latest.md', dir), `${markdown}\n`);
-  process.stdout.write(`\n${markdown}\n`);
-  log('written: bench/results/latest.json, bench/results/latest.md');
+  writeFileSync(new URL('latest.json', dir), `${JSON.stringify({ ...results, rows }, null, 2)}\n`);
+  writeFileSync(new URL('latest.md', dir), `${toMarkdown(meta, raw, ours, rows)}\n`);
+  const resultsMd = writeResultsMarkdown(results, rows, notApplicable);
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), resultsMd);
+  writeChart(results, new URL('./results-chart.svg', import.meta.url), new URL('./results-chart.png', import.meta.url));
+  process.stdout.write(`\n${resultsMd}\n`);
+  log('written: bench/RESULTS.md, bench/results-chart.svg, bench/results-chart.png, bench/results/latest.{json,md}');
+  log(`took ${Math.round((Date.now() - started) / 60_000)} min (estimated ${Math.ceil(estimate / 60)})`);
 
-  const invalid = configs.filter((c) => c.problems.length > 0);
+  const invalid = ours.filter((c) => c.problems.length > 0);
   if (invalid.length > 0) {
     // Not a missed target: these numbers measured something other than the intended workload.
-    log(`error: ${invalid.length} configuration(s) did not measure what they should (see "problems")`);
+    log(`error: ${invalid.length} bare/idemkit configuration(s) did not measure what they should (see "problems")`);
     process.exitCode = 1;
+  }
+}
+
+function readLoadAverage(): string {
+  try {
+    return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  } catch {
+    return 'n/a';
   }
 }
 

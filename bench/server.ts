@@ -1,8 +1,13 @@
 /**
  * The benchmarked server, run as a child process by run.ts: `POST /charges` → 201 `{ id, ok: true }`,
- * bare or behind the idemkit middleware on the memory or SQLite store.
+ * bare, behind the idemkit middleware (memory, SQLite, PostgreSQL or Redis store), or behind one of
+ * the npm peers (bench/peers/*.ts). One process per configuration; the load generator is the parent.
  *
- *   node --conditions=idemkit-source --import tsx bench/server.ts --framework=fastify --store=memory
+ *   node --conditions=idemkit-source --import tsx bench/server.ts --impl=idemkit --framework=fastify --store=memory
+ *
+ * Besides the route, a control server on another port answers `GET /__executions?key=…` with how
+ * many times the handler ran for that key (keys starting with `ct-` or `race-` are counted one by
+ * one): the race check's double-execution count does not trust the implementation's answers.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -14,27 +19,53 @@ import Fastify from 'fastify';
 import type { IdempotencyStore } from 'idemkit';
 import { idempotency as expressIdempotency } from 'idemkit/express';
 import { idempotency as fastifyIdempotency } from 'idemkit/fastify';
-import { openBenchStore } from './stores.js';
-import type { ChildMessage, Framework, ServerConfig, StoreKind } from './shared.js';
-import { ROUTE } from './shared.js';
+import { Redis } from 'ioredis';
+import type { Body, PeerContext, PeerServer } from './peers/types.js';
+import { NotApplicable } from './peers/types.js';
+import { REDIS_URL, openBenchStore } from './stores.js';
+import type { ChildMessage, Framework, Impl, ServerConfig, StoreKind } from './shared.js';
+import { ROUTE, TRACKED_KEY_PREFIXES } from './shared.js';
 
 const { values } = parseArgs({
   options: {
+    impl: { type: 'string', default: 'idemkit' },
     framework: { type: 'string', default: 'fastify' },
     store: { type: 'string', default: 'none' },
     delay: { type: 'string', default: '0' },
     required: { type: 'string', default: 'true' },
+    nonce: { type: 'string', default: 'manual' },
+    variant: { type: 'string', default: '' },
   },
 });
 const config: ServerConfig = {
+  impl: values.impl as Impl,
   framework: values.framework as Framework,
   store: values.store as StoreKind,
   delayMs: Number(values.delay),
   required: values.required !== 'false',
+  nonce: values.nonce!,
 };
 
 let handled = 0;
+let duplicates = 0;
+const executions = new Map<string, number>();
 const cleanups: Array<() => Promise<void> | void> = [];
+
+function tracked(key: string): boolean {
+  for (const prefix of TRACKED_KEY_PREFIXES) if (key.startsWith(prefix)) return true;
+  return false;
+}
+
+/** The one handler body every implementation runs. */
+function execute(key: string | undefined): Body {
+  handled++;
+  if (key !== undefined && tracked(key)) {
+    const n = (executions.get(key) ?? 0) + 1;
+    executions.set(key, n);
+    if (n > 1) duplicates++;
+  }
+  return { id: randomUUID(), ok: true };
+}
 
 async function openStore(kind: StoreKind): Promise<IdempotencyStore | undefined> {
   if (kind === 'none') return undefined;
@@ -43,21 +74,17 @@ async function openStore(kind: StoreKind): Promise<IdempotencyStore | undefined>
   return opened.store;
 }
 
-function body() {
-  handled++;
-  return { id: randomUUID(), ok: true };
-}
-
 async function startFastify(store: IdempotencyStore | undefined): Promise<number> {
   const app = Fastify({ logger: false });
   if (store) await app.register(fastifyIdempotency, { store, required: config.required });
+  const key = (headers: Record<string, unknown>) => headers['idempotency-key'] as string | undefined;
   if (config.delayMs > 0) {
-    app.post(ROUTE, async (_request, reply) => {
+    app.post(ROUTE, async (request, reply) => {
       await sleep(config.delayMs);
-      return reply.code(201).send(body());
+      return reply.code(201).send(execute(key(request.headers)));
     });
   } else {
-    app.post(ROUTE, async (_request, reply) => reply.code(201).send(body()));
+    app.post(ROUTE, async (request, reply) => reply.code(201).send(execute(key(request.headers))));
   }
   await app.listen({ port: 0, host: '127.0.0.1' });
   return (app.server.address() as AddressInfo).port;
@@ -67,16 +94,66 @@ async function startExpress(store: IdempotencyStore | undefined): Promise<number
   const app = express();
   const handler: express.RequestHandler =
     config.delayMs > 0
-      ? async (_req, res) => {
+      ? async (req, res) => {
           await sleep(config.delayMs);
-          res.status(201).json(body());
+          res.status(201).json(execute(req.get('idempotency-key')));
         }
-      : (_req, res) => {
-          res.status(201).json(body());
+      : (req, res) => {
+          res.status(201).json(execute(req.get('idempotency-key')));
         };
   if (store) app.post(ROUTE, expressIdempotency({ store, required: config.required }), express.json(), handler);
   else app.post(ROUTE, express.json(), handler);
   const server = createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+async function startPeer(): Promise<number> {
+  const ctx: PeerContext = { ...config, redisUrl: REDIS_URL, execute };
+  let server: PeerServer;
+  switch (config.impl) {
+    case 'node-idempotency':
+      server = await (await import('./peers/node-idempotency.js')).start(ctx);
+      break;
+    case 'express-idempotency':
+      server = await (await import('./peers/express-idempotency.js')).start(ctx);
+      break;
+    case 'powertools':
+      server = await (await import('./peers/powertools.js')).start(ctx, {
+        withContext: values.variant !== 'no-context',
+        validatePayload: values.variant === 'validation',
+      });
+      break;
+    default:
+      throw new Error(`unknown implementation ${config.impl}`);
+  }
+  cleanups.push(() => server.close());
+  if (config.store === 'redis') {
+    // Peers keep their records under prefixes or keys that all contain the run's nonce.
+    cleanups.push(async () => {
+      const redis = new Redis(REDIS_URL);
+      try {
+        let cursor = '0';
+        do {
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `*${config.nonce}*`, 'COUNT', 1000);
+          if (keys.length > 0) await redis.unlink(...keys);
+          cursor = next;
+        } while (cursor !== '0');
+      } finally {
+        redis.disconnect();
+      }
+    });
+  }
+  return server.port;
+}
+
+async function startControl(): Promise<number> {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== '/__executions') return void res.writeHead(404).end();
+    const key = url.searchParams.get('key') ?? '';
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ key, executions: executions.get(key) ?? 0 }));
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as AddressInfo).port;
 }
@@ -86,6 +163,8 @@ function send(message: ChildMessage): void {
 }
 
 async function shutdown(): Promise<never> {
+  // Requests still in flight when the load stops fail against closed clients: not worth a stack trace.
+  console.log = console.error = console.warn = () => {};
   for (const cleanup of cleanups) {
     try {
       await cleanup();
@@ -102,10 +181,21 @@ process.on('disconnect', shutdown);
 process.on('message', (message: { type?: string }) => {
   if (message.type !== 'stats') return;
   const cpu = process.cpuUsage();
-  send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, rssBytes: process.memoryUsage.rss() });
+  send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, duplicates, rssBytes: process.memoryUsage.rss() });
 });
 
-const store = await openStore(config.store);
-const port = config.framework === 'fastify' ? await startFastify(store) : await startExpress(store);
-send({ type: 'listening', port });
-if (!process.send) console.log(`listening on http://127.0.0.1:${port}${ROUTE} (${JSON.stringify(config)})`);
+try {
+  const port =
+    config.impl === 'bare' || config.impl === 'idemkit'
+      ? config.framework === 'fastify'
+        ? await startFastify(await openStore(config.impl === 'bare' ? 'none' : config.store))
+        : await startExpress(await openStore(config.impl === 'bare' ? 'none' : config.store))
+      : await startPeer();
+  const controlPort = await startControl();
+  send({ type: 'listening', port, controlPort });
+  if (!process.send) console.log(`listening on http://127.0.0.1:${port}${ROUTE}, control ${controlPort} (${JSON.stringify(config)})`);
+} catch (error) {
+  if (error instanceof NotApplicable) send({ type: 'not-applicable', reason: error.message });
+  else throw error;
+  await shutdown();
+}

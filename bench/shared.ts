@@ -6,7 +6,21 @@ export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis';
 export const SERVER_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = (
   process.env.BENCH_STORES?.split(',') ?? ['memory', 'sqlite', 'postgres', 'redis']
 ) as Array<Exclude<StoreKind, 'none'>>;
-export type Workload = 'new-key' | 'replay' | 'no-key';
+export type Workload = 'new-key' | 'replay' | 'contention' | 'no-key';
+
+/**
+ * Who makes the route idempotent: nobody (the bare framework), idemkit, or one of the npm peers
+ * (bench/peers/*.ts). `BENCH_PEERS=node-idempotency,powertools` narrows the peers.
+ */
+export type Impl = 'bare' | 'idemkit' | 'node-idempotency' | 'express-idempotency' | 'powertools';
+export const PEERS: ReadonlyArray<Exclude<Impl, 'bare' | 'idemkit'>> = ['node-idempotency', 'express-idempotency', 'powertools'];
+
+/** The contention workload: this many connections… */
+export const CONTENTION_CONNECTIONS = 64;
+/** …share this many keys at a time; the key set rotates every CONTENTION_CONNECTIONS requests. */
+export const CONTENTION_KEYS = 8;
+/** Keys with this prefix have their executions counted one by one (contention and race check). */
+export const TRACKED_KEY_PREFIXES = ['ct-', 'race-'];
 
 export const ROUTE = '/charges';
 /** The one request body every workload sends, byte for byte. */
@@ -22,18 +36,29 @@ export const MEMORY_MAX_RECORDS = 50_000_000;
 
 /** How server.ts is told what to serve (argv: --framework=… --store=… --delay=… --required=…). */
 export interface ServerConfig {
+  readonly impl: Impl;
   readonly framework: Framework;
   readonly store: StoreKind;
   /** Handler delay in ms (0: a synchronous handler). */
   readonly delayMs: number;
   /** The middleware's `required` option; false for the no-key workload (pass-through). */
   readonly required: boolean;
+  /** The bench run's nonce, in every key it sends: the server deletes what it stored under it on exit. */
+  readonly nonce: string;
 }
 
 /** Child → parent, once listening. */
 export interface ListeningMessage {
   readonly type: 'listening';
   readonly port: number;
+  /** The control server (`GET /__executions?key=…`). */
+  readonly controlPort: number;
+}
+
+/** Child → parent, instead of listening: this implementation cannot serve this configuration. */
+export interface NotApplicableMessage {
+  readonly type: 'not-applicable';
+  readonly reason: string;
 }
 
 /** Child → parent, in answer to `{ type: 'stats' }`: cumulative counters since start. */
@@ -44,10 +69,12 @@ export interface StatsMessage {
   readonly systemMicros: number;
   /** How many times the route handler ran. */
   readonly handled: number;
+  /** Executions beyond the first for tracked keys (contention, race): double executions. */
+  readonly duplicates: number;
   readonly rssBytes: number;
 }
 
-export type ChildMessage = ListeningMessage | StatsMessage;
+export type ChildMessage = ListeningMessage | NotApplicableMessage | StatsMessage;
 
 export function median(values: readonly number[]): number {
   if (values.length === 0) return NaN;

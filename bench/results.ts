@@ -1,0 +1,461 @@
+/**
+ * bench/RESULTS.md and the ratio chart (bench/results-chart.svg; a PNG too when ImageMagick's
+ * `convert` is on the PATH), from one `npm run bench` run. Every figure is against the bare
+ * framework measured in the same run.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { RawResults } from './raw-store.js';
+import type { ConfigResult, ReportMeta, Row } from './report.js';
+import type { Framework, Impl, StoreKind, Workload } from './shared.js';
+
+export interface Subject {
+  readonly impl: Impl;
+  readonly store: StoreKind;
+}
+
+export interface RaceEntry {
+  readonly framework: Framework;
+  readonly impl: Impl;
+  /** The implementation, with a variant when it is wired differently (`powertools (no-context)`). */
+  readonly name: string;
+  readonly store: StoreKind;
+  readonly notApplicable?: string;
+  /** Distinct originals beyond one per round, as clients saw them (idemkit check's count). */
+  readonly doubleExecutions?: number;
+  /** Handler executions beyond one per round, counted by the server itself. */
+  readonly serverDoubleExecutions?: number;
+  readonly hangs?: number;
+  readonly errors?: number;
+  readonly statuses?: Readonly<Record<string, number>>;
+  /** Rounds whose later request did not replay an answer given during the round. */
+  readonly laterReplayMismatches?: number;
+  readonly ms?: number;
+}
+
+export interface LatencyResult {
+  readonly framework: Framework;
+  readonly workload: 'new-key' | 'replay';
+  readonly impl: Impl;
+  readonly store: StoreKind;
+  /** The fixed rate: half the bare framework's maximum for this workload. */
+  readonly rate: number;
+  readonly p50Micros: number;
+  readonly p99Micros: number;
+  readonly achievedRate: number;
+  readonly errors: number;
+}
+
+export interface BenchMeta extends ReportMeta {
+  readonly memory: string;
+  readonly command: string;
+  readonly elapsedSec: number;
+  readonly estimatedSec: number;
+  readonly loadAverage: string;
+  readonly versions: Readonly<Record<string, string>>;
+  readonly raceConcurrency: number;
+  readonly raceRounds: number;
+  readonly raceDelayMs: number;
+  readonly latencyRuns: number;
+  readonly frameworks: readonly Framework[];
+  readonly plans: readonly string[];
+  readonly stores: readonly StoreKind[];
+  readonly peers: readonly Impl[];
+}
+
+export interface BenchResults {
+  readonly meta: BenchMeta;
+  readonly raw: RawResults;
+  readonly races: readonly RaceEntry[];
+  readonly configs: readonly ConfigResult[];
+  readonly latencies: readonly LatencyResult[];
+  readonly skipped: ReadonlyArray<{ framework: Framework; plan: string; impl: Impl; store: StoreKind; reason: string }>;
+}
+
+type NotApplicableFn = (impl: Impl, framework: Framework, store: StoreKind) => string | undefined;
+
+const IMPLS: readonly Impl[] = ['idemkit', 'node-idempotency', 'express-idempotency', 'powertools'];
+const IMPL_TITLE: Record<Impl, string> = {
+  bare: 'bare',
+  idemkit: 'idemkit',
+  'node-idempotency': '@node-idempotency/core',
+  'express-idempotency': 'express-idempotency',
+  powertools: 'Powertools idempotency',
+};
+const WORKLOAD_TITLE: Record<Workload, string> = {
+  'new-key': 'a new key per request',
+  replay: 'replays (16 completed keys)',
+  contention: 'contention (64 connections on 8 keys at a time)',
+  'no-key': 'no key (pass-through)',
+};
+
+const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
+const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+const signed = (n: number, digits = 0) => (Number.isFinite(n) ? `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)}` : 'n/a');
+
+/** Time added per request on a saturated single-threaded server: 1/with − 1/bare, in µs. */
+export const addedMicros = (withRps: number, bareRps: number) => (1 / withRps - 1 / bareRps) * 1e6;
+
+function bareOf(configs: readonly ConfigResult[], c: Pick<ConfigResult, 'framework' | 'workload' | 'delayMs'>): ConfigResult | undefined {
+  return configs.find((b) => b.impl === 'bare' && b.framework === c.framework && b.workload === c.workload && b.delayMs === c.delayMs);
+}
+
+/** Race-correct: checked, and no double execution, hang or error. undefined: not checked. */
+function raceCorrect(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): boolean | undefined {
+  const entry = races.find((r) => r.framework === framework && r.impl === impl && r.store === store && r.name === impl);
+  if (!entry || entry.notApplicable !== undefined) return undefined;
+  return entry.doubleExecutions === 0 && entry.serverDoubleExecutions === 0 && entry.hangs === 0 && entry.errors === 0;
+}
+
+interface TargetLine {
+  readonly ok: boolean;
+  readonly text: string;
+}
+
+function targets(results: BenchResults): TargetLine[] {
+  const { configs, races, latencies } = results;
+  const lines: TargetLine[] = [];
+  // 1. Time added per request ≤ half the best race-correct peer's, same framework and store.
+  for (const c of configs) {
+    if (c.impl !== 'idemkit' || c.delayMs !== 0 || c.workload === 'no-key') continue;
+    const bare = bareOf(configs, c);
+    if (!bare) continue;
+    const peers = configs.filter(
+      (p) =>
+        p.impl !== 'bare' &&
+        p.impl !== 'idemkit' &&
+        p.framework === c.framework &&
+        p.store === c.store &&
+        p.workload === c.workload &&
+        p.delayMs === 0 &&
+        raceCorrect(races, p.framework, p.impl, p.store) !== false,
+    );
+    if (peers.length === 0) continue;
+    const best = peers.reduce((a, b) => (b.reqPerSec > a.reqPerSec ? b : a));
+    const ours = addedMicros(c.reqPerSec, bare.reqPerSec);
+    const theirs = addedMicros(best.reqPerSec, bare.reqPerSec);
+    const checked = raceCorrect(races, best.framework, best.impl, best.store) === undefined ? ' (race check not run)' : '';
+    lines.push({
+      ok: ours <= theirs / 2,
+      text:
+        `${c.framework}/${c.store}/${c.workload}: idemkit adds ${fixed(ours)} µs per request; the best race-correct peer, ` +
+        `${best.impl}${checked}, adds ${fixed(theirs)} µs (target ≤ ${fixed(theirs / 2)} µs)`,
+    });
+  }
+  // 2. Redis on Express: ≥ 80 % of bare for new keys, ≥ 88 % for replays.
+  for (const [workload, min] of [
+    ['new-key', 80],
+    ['replay', 88],
+  ] as const) {
+    const c = configs.find((x) => x.impl === 'idemkit' && x.framework === 'express' && x.store === 'redis' && x.workload === workload && x.delayMs === 0);
+    const bare = c && bareOf(configs, c);
+    if (!c || !bare) continue;
+    const ratio = (100 * c.reqPerSec) / bare.reqPerSec;
+    lines.push({ ok: ratio >= min, text: `express/redis/${workload}: ${fixed(ratio)} % of bare throughput (target ≥ ${min} %)` });
+  }
+  // 3. Latency at half the bare maximum, loopback Redis: added p50 ≤ 0.3 ms, added p99 ≤ 1 ms.
+  for (const l of latencies) {
+    if (l.impl !== 'idemkit') continue;
+    const bare = latencies.find((b) => b.impl === 'bare' && b.framework === l.framework && b.workload === l.workload);
+    if (!bare) continue;
+    const p50 = l.p50Micros - bare.p50Micros;
+    const p99 = l.p99Micros - bare.p99Micros;
+    lines.push({
+      ok: p50 <= 300 && p99 <= 1000,
+      text:
+        `${l.framework}/redis/${l.workload} at ${int(l.rate)} req/s: added p50 ${fixed(p50 / 1e3, 3)} ms (≤ 0.3), ` +
+        `added p99 ${fixed(p99 / 1e3, 3)} ms (≤ 1)`,
+    });
+  }
+  // 4. Zero double executions: the race check, and the contention workload.
+  const ourRaces = races.filter((r) => r.impl === 'idemkit' && r.notApplicable === undefined);
+  if (ourRaces.length > 0) {
+    const doubles = ourRaces.reduce((n, r) => n + (r.doubleExecutions ?? 0) + (r.serverDoubleExecutions ?? 0), 0);
+    const hangs = ourRaces.reduce((n, r) => n + (r.hangs ?? 0), 0);
+    lines.push({
+      ok: doubles === 0 && hangs === 0,
+      text: `race check, idemkit on ${ourRaces.length} framework × store configurations: ${doubles} double executions, ${hangs} hangs (target 0)`,
+    });
+  }
+  const contention = configs.filter((c) => c.impl === 'idemkit' && c.workload === 'contention');
+  if (contention.length > 0) {
+    const doubles = contention.reduce((n, c) => n + c.duplicates, 0);
+    lines.push({ ok: doubles === 0, text: `contention workload, idemkit on ${contention.length} configurations: ${doubles} double executions (target 0)` });
+  }
+  return lines;
+}
+
+function raceCell(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): string {
+  const ok = raceCorrect(races, framework, impl, store);
+  return ok === undefined ? '' : ok ? '' : ' ⚠';
+}
+
+export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[], notApplicable: NotApplicableFn): string {
+  const { meta, configs, races, latencies, raw } = results;
+  const out: string[] = [];
+  out.push('# idemkit against its npm peers', '');
+  out.push(
+    'Written by `npm run bench` (bench/run.ts); do not edit by hand. Every figure is measured against the bare framework ' +
+      'in the same run: the ratio is with ÷ bare throughput, and *added µs* is `(1/with − 1/bare) × 1e6`, the time the ' +
+      'implementation adds to each request on the saturated single-threaded server.',
+    '',
+  );
+  out.push('## Run', '');
+  out.push(
+    `- Date: ${meta.date}`,
+    `- Machine: ${meta.cpus}, ${meta.memory} RAM; Node ${meta.node}; load average at the end ${meta.loadAverage}`,
+    `- Code: ${meta.commit}`,
+    `- Command: \`${meta.command}\``,
+    `- Plan: frameworks ${meta.frameworks.join(', ')}; workloads ${meta.plans.join(', ')}; stores ${meta.stores.join(', ')}; peers ${meta.peers.join(', ') || 'none'}`,
+    `- Throughput: autocannon, ${meta.connections} connections (64 for contention), pipelining 1; per configuration a fresh server process, a sanity check, a ${meta.warmupSec} s warm-up, then ${meta.runs} runs × ${meta.durationSec} s; medians (req/s and p99).`,
+    `- Race check: \`idemkit check\`'s race case, ${meta.raceConcurrency} concurrent same-key requests released together × ${meta.raceRounds} rounds, ${meta.raceDelayMs} ms handler.`,
+    `- Latency: a paced open-loop sender at half the bare framework's maximum, ${meta.latencyRuns} runs × ${meta.durationSec} s, medians.`,
+    `- Took ${Math.round(meta.elapsedSec / 60)} min (estimated ${Math.ceil(meta.estimatedSec / 60)}).`,
+    '',
+  );
+  out.push('| package | version |', '|---|---|');
+  for (const [name, version] of Object.entries(meta.versions)) out.push(`| ${name} | ${version} |`);
+  out.push('');
+
+  out.push('## Targets', '');
+  const lines = targets(results);
+  if (lines.length === 0) out.push('No target applies to this subset.');
+  for (const line of lines) out.push(`- **${line.ok ? 'PASS' : 'FAIL'}** ${line.text}`);
+  out.push('', '![ratios against the bare framework](results-chart.svg)', '');
+
+  if (races.length > 0) {
+    out.push('## Race check (before timing)', '');
+    out.push(
+      `${meta.raceConcurrency} requests with one key, held one byte short and released together, × ${meta.raceRounds} rounds (a new key each). ` +
+        '*Double executions*: handler runs beyond one per round, counted by the server; *seen by clients*: distinct ' +
+        'original answers beyond one per round. A hang is a request with no answer within 10 s.',
+      '',
+    );
+    out.push('| framework | implementation | store | double executions | seen by clients | hangs | errors | statuses | later request did not replay |', '|---|---|---|---:|---:|---:|---:|---|---:|');
+    for (const r of races) {
+      if (r.notApplicable !== undefined) {
+        out.push(`| ${r.framework} | ${r.name} | ${r.store} | n/a: ${r.notApplicable} | | | | | |`);
+        continue;
+      }
+      const statuses = Object.entries(r.statuses ?? {})
+        .map(([code, n]) => `${code}: ${n}`)
+        .join(', ');
+      const flag = (n: number | undefined) => (n ? `**${n}**` : '0');
+      out.push(
+        `| ${r.framework} | ${r.name} | ${r.store} | ${flag(r.serverDoubleExecutions)} | ${flag(r.doubleExecutions)} | ${flag(r.hangs)} | ${flag(r.errors)} | ${statuses} | ${r.laterReplayMismatches ?? ''} |`,
+      );
+    }
+    out.push('');
+  }
+
+  for (const delayMs of [0, 5]) {
+    const workloads: Workload[] = ['new-key', 'replay', 'contention', 'no-key'];
+    for (const workload of workloads) {
+      const group = configs.filter((c) => c.workload === workload && c.delayMs === delayMs);
+      if (group.length === 0) continue;
+      out.push(`## ${delayMs > 0 ? `${delayMs} ms handler, ` : ''}${WORKLOAD_TITLE[workload]}`, '');
+      out.push(
+        'Each cell: throughput ratio against bare · µs added per request' +
+          (workload === 'contention' ? ' · double executions during the runs' : '') +
+          '. ⚠ marks an implementation that failed the race check.',
+        '',
+      );
+      out.push(`| framework | store | bare req/s | ${IMPLS.map((i) => IMPL_TITLE[i]).join(' | ')} |`, `|---|---|---:|${IMPLS.map(() => '---:').join('|')}|`);
+      for (const framework of meta.frameworks) {
+        const bare = group.find((c) => c.impl === 'bare' && c.framework === framework);
+        if (!bare) continue;
+        const stores = [...new Set(group.filter((c) => c.framework === framework && c.impl !== 'bare').map((c) => c.store))];
+        for (const store of stores) {
+          const cells = IMPLS.map((impl) => {
+            const c = group.find((x) => x.impl === impl && x.framework === framework && x.store === store);
+            if (!c) {
+              const reason = notApplicable(impl, framework, store);
+              return reason ? `n/a (${reason})` : '—';
+            }
+            const ratio = c.reqPerSec / bare.reqPerSec;
+            let cell = `${fixed(ratio, 2)}× · ${signed(addedMicros(c.reqPerSec, bare.reqPerSec))} µs`;
+            if (workload === 'contention') cell += ` · ${c.duplicates ? `**${c.duplicates} doubles**` : '0 doubles'}`;
+            if (c.problems.length > 0) cell += ` (${c.problems.join('; ')})`;
+            return cell + raceCell(races, framework, impl, store);
+          });
+          out.push(`| ${framework} | ${store} | ${int(bare.reqPerSec)} | ${cells.join(' | ')} |`);
+        }
+      }
+      if (delayMs > 0) {
+        out.push(
+          '',
+          `With a ${delayMs} ms handler, 50 connections cap throughput at 10 000 req/s; where the server has CPU to spare the cost shows as latency, not lost throughput.`,
+        );
+      }
+      out.push('');
+    }
+  }
+
+  if (latencies.length > 0) {
+    out.push('## Latency at half the bare maximum (Redis)', '');
+    out.push(
+      'Requests sent on a fixed schedule (open loop) at half the bare framework\'s measured maximum for the workload, latency from each ' +
+        'request\'s scheduled time to the end of its response, microsecond resolution. Added = implementation − bare.',
+      '',
+    );
+    out.push('| framework | workload | rate (req/s) | bare p50 / p99 (ms) | ' + IMPLS.map((i) => `${IMPL_TITLE[i]} added p50 / p99 (ms)`).join(' | ') + ' |');
+    out.push(`|---|---|---:|---:|${IMPLS.map(() => '---:').join('|')}|`);
+    for (const framework of meta.frameworks) {
+      for (const workload of ['new-key', 'replay'] as const) {
+        const bare = latencies.find((l) => l.impl === 'bare' && l.framework === framework && l.workload === workload);
+        if (!bare) continue;
+        const cells = IMPLS.map((impl) => {
+          const l = latencies.find((x) => x.impl === impl && x.framework === framework && x.workload === workload);
+          if (!l) return notApplicable(impl, framework, 'redis') ? 'n/a' : '—';
+          const warn = l.errors > 0 ? ` (${l.errors} errors)` : '';
+          return `${signed((l.p50Micros - bare.p50Micros) / 1e3, 3)} / ${signed((l.p99Micros - bare.p99Micros) / 1e3, 3)}${warn}`;
+        });
+        out.push(
+          `| ${framework} | ${workload} | ${int(bare.rate)} | ${fixed(bare.p50Micros / 1e3, 3)} / ${fixed(bare.p99Micros / 1e3, 3)} | ${cells.join(' | ')} |`,
+        );
+      }
+    }
+    out.push('');
+  }
+
+  if (raw.stores.length > 0) {
+    out.push('## idemkit alone', '');
+    out.push('Raw store time (in-process, no HTTP), and the middleware\'s overhead against its store operations; details in bench/results/latest.md.', '');
+    out.push('| store | new key: claim + complete (µs) | replay: claim (µs) | round trips new / replay |', '|---|---:|---:|---:|');
+    for (const s of raw.stores) {
+      out.push(`| ${s.store} | ${fixed(s.newKeyMicros, 2)} | ${fixed(s.replayMicros, 2)} | ${s.newKeyRoundTrips} / ${s.replayRoundTrips} |`);
+    }
+    const budgeted = rows.filter((r) => r.addedCheck !== undefined);
+    if (budgeted.length > 0) {
+      out.push('', '| framework | store | workload | added µs | budget 1.3 × raw + 15 µs | |', '|---|---|---|---:|---:|---|');
+      for (const r of budgeted) out.push(`| ${r.framework} | ${r.store} | ${r.workload} | ${fixed(r.addedMicros)} | ${fixed(r.budgetMicros)} | ${r.addedCheck} |`);
+    }
+    out.push('');
+  }
+
+  const problems = configs.filter((c) => c.problems.length > 0);
+  const noisy = configs.filter((c) => c.spreadPercent > 10 || (c.otherCpuPercent ?? 0) > 15);
+  if (problems.length > 0 || noisy.length > 0) {
+    out.push('## Caveats in this run', '');
+    for (const c of problems) out.push(`- ${c.framework} ${c.workload} ${c.impl}/${c.store}${c.delayMs ? ` (${c.delayMs} ms)` : ''}: ${c.problems.join('; ')}`);
+    if (noisy.length > 0) {
+      out.push(
+        `- ${noisy.length} configuration(s) had a run-to-run spread over 10 % or other processes using over 15 % of a core ` +
+          `(${noisy.map((c) => `${c.framework} ${c.workload} ${c.impl}/${c.store}`).slice(0, 8).join('; ')}${noisy.length > 8 ? '; …' : ''}): rerun on a quiet machine before trusting small differences.`,
+      );
+    }
+    out.push('');
+  }
+
+  out.push(...HOW_SECTION);
+  return `${out.join('\n')}\n`;
+}
+
+const HOW_SECTION = [
+  '## How the peers are wired',
+  '',
+  'One handler everywhere: `POST /charges` → `201 {"id": "<uuid>", "ok": true}` with the same JSON body parsing; the peers wrap that same function (bench/peers/*.ts).',
+  '',
+  '- **@node-idempotency/core** with `@node-idempotency/storage-adapter-memory` / `-redis`: `onRequest` before the handler (a cached answer is sent as is; `REQUEST_IN_PROGRESS` → 409, fingerprint mismatch → 422), `onResponse` with the handler\'s answer, awaited before the answer is sent. Express: a middleware after `express.json()` that wraps `res.json`; Fastify: `preHandler` + `onSend` hooks. Its claim is `SET NX PX` (one round trip), completion a `SET` (one more); a replay costs `SET NX` + `GET`.',
+  '- **express-idempotency** with `express-idempotency-redis-adapter`: the middleware before the handler, `getSharedIdempotencyService().isHit(req)` at the top of the handler, as its README shows. Express only. It reads (`GET`) then writes (`SET`, no `NX`): two concurrent requests with one key can both miss and both run the handler. Replays compare the stored body with `deep-equal`.',
+  '- **@aws-lambda-powertools/idempotency** with `CachePersistenceLayer` over `@redis/client`: `makeIdempotent` around the handler function, event `{ headers, body }`, `eventKeyJmesPath: \'headers."idempotency-key"\'`; in-progress → 409. Each call passes a Lambda-like context (`getRemainingTimeInMillis`: 30 s), which gives the in-progress record its expiry. Without it (the race table\'s *no-context* row), a concurrent duplicate finds an in-progress record with no expiry, treats it as an orphan, takes the orphan lock and runs the handler again.',
+  '  Payload validation (`payloadValidationJmesPath: \'body\'`, its fingerprint) is **off** in the timed runs, so Powertools does less work per request than the others: in this version the cache layer drops the payload hash when it marks a record completed (`_updateRecord` writes status, expiry and data only), so every replay of a completed key fails validation with `IdempotencyValidationError` (the race table\'s *validation* row: 422s where replays belong).',
+  '- Where a peer cannot serve a configuration the tables say n/a with the reason.',
+  '',
+  '## Reproduce',
+  '',
+  '```sh',
+  'npm ci',
+  '# PostgreSQL on 127.0.0.1:5432 (db test, user postgres, trust) and Redis on 127.0.0.1:6379, or BENCH_POSTGRES_URL / BENCH_REDIS_URL',
+  'npm run bench                                   # everything: ~25 min on 2 cores',
+  'npm run bench -- --quick                        # 1 s × 2 runs, a smoke test',
+  'BENCH_FRAMEWORKS=express BENCH_STORES=redis BENCH_WORKLOADS=new-key,replay npm run bench   # a subset',
+  'BENCH_PEERS=none npm run bench                  # idemkit only',
+  '```',
+  '',
+  'Knobs: `BENCH_DURATION` (s per run, default 2), `BENCH_RUNS` (5), `BENCH_WARMUP` (1), `BENCH_LATENCY_RUNS` (3), `BENCH_RACE_CONCURRENCY` (20), ' +
+    '`BENCH_RACE_ROUNDS` (10), `BENCH_RACE_DELAY` (ms, 5), `BENCH_NOISE_LIMIT`, `BENCH_QUIET_WAIT`; flags `--quick`, `--no-delay`, `--no-race`, `--no-latency`. ' +
+    'Subsets: `BENCH_FRAMEWORKS` (fastify, express), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none).',
+  '',
+];
+
+// ─── chart ───────────────────────────────────────────────────────────────────────────────────
+
+const COLORS: Record<string, string> = {
+  idemkit: '#2563eb',
+  'node-idempotency': '#f59e0b',
+  'express-idempotency': '#dc2626',
+  powertools: '#16a34a',
+};
+const STORE_OPACITY: Record<string, number> = { memory: 0.45, sqlite: 0.6, postgres: 0.8, redis: 1 };
+
+const escapeXml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** A horizontal bar chart of throughput ratios (0 ms handler), grouped by framework and workload. */
+export function chartSvg(results: BenchResults): string {
+  const groups: Array<{ title: string; bars: Array<{ label: string; ratio: number; impl: Impl; store: StoreKind; warn: boolean }> }> = [];
+  for (const framework of results.meta.frameworks) {
+    for (const workload of ['new-key', 'replay', 'contention', 'no-key'] as const) {
+      const bare = results.configs.find((c) => c.impl === 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0);
+      if (!bare) continue;
+      const bars = results.configs
+        .filter((c) => c.impl !== 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0)
+        .map((c) => ({
+          label: `${c.impl} / ${c.store}`,
+          ratio: c.reqPerSec / bare.reqPerSec,
+          impl: c.impl,
+          store: c.store,
+          warn: raceCorrect(results.races, framework, c.impl, c.store) === false || c.duplicates > 0,
+        }));
+      if (bars.length > 0) groups.push({ title: `${framework} — ${WORKLOAD_TITLE[workload]} (bare ${int(bare.reqPerSec)} req/s)`, bars });
+    }
+  }
+  const left = 230;
+  const plot = 520;
+  const barH = 14;
+  const gap = 4;
+  const max = Math.max(1.1, ...groups.flatMap((g) => g.bars.map((b) => b.ratio))) * 1.05;
+  let y = 56;
+  const parts: string[] = [];
+  for (const g of groups) {
+    parts.push(`<text x="10" y="${y + 12}" font-weight="bold">${escapeXml(g.title)}</text>`);
+    y += 20;
+    const top = y;
+    for (const b of g.bars) {
+      const w = Math.max(1, (b.ratio / max) * plot);
+      const color = COLORS[b.impl] ?? '#666';
+      parts.push(
+        `<text x="${left - 6}" y="${y + barH - 3}" text-anchor="end">${escapeXml(b.label)}${b.warn ? ' ⚠' : ''}</text>`,
+        `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${color}" fill-opacity="${STORE_OPACITY[b.store] ?? 1}"/>`,
+        `<text x="${(left + w + 4).toFixed(1)}" y="${y + barH - 3}">${b.ratio.toFixed(2)}×</text>`,
+      );
+      y += barH + gap;
+    }
+    const x1 = left + plot / max;
+    parts.push(`<line x1="${x1.toFixed(1)}" y1="${top - 2}" x2="${x1.toFixed(1)}" y2="${y - gap + 2}" stroke="#111" stroke-dasharray="3,2"/>`);
+    y += 14;
+  }
+  const width = left + plot + 70;
+  const height = y + 30;
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="#fff"/>`,
+    `<text x="10" y="22" font-size="15" font-weight="bold">Throughput against the bare framework (1.0× = dashed line; higher is better)</text>`,
+    `<text x="10" y="40" fill="#555">${escapeXml(`${results.meta.date.slice(0, 10)} · ${results.meta.cpus} · Node ${results.meta.node} · ⚠ = double executions or failed race check`)}</text>`,
+    ...parts,
+    `<text x="10" y="${height - 10}" fill="#555">Colour: implementation (idemkit blue, node-idempotency amber, express-idempotency red, Powertools green); shade: store (lighter memory → darker Redis).</text>`,
+    '</svg>',
+    '',
+  ].join('\n');
+}
+
+export function writeChart(results: BenchResults, svgUrl: URL, pngUrl: URL): void {
+  writeFileSync(svgUrl, chartSvg(results));
+  try {
+    // A PNG for viewers that do not render SVG, when ImageMagick is there; nothing to install otherwise.
+    execFileSync('convert', ['-density', '110', fileURLToPath(svgUrl), fileURLToPath(pngUrl)], { stdio: 'ignore', timeout: 30_000 });
+  } catch {
+    // no ImageMagick: the SVG is the chart
+  }
+}
