@@ -25,7 +25,7 @@ export interface StateMachine<S extends string = string> {
 }
 
 /** Checks the definition (every target is a declared state) and answers the machine. */
-export function stateMachine<const S extends string>(definition: StateMachineDefinition<S>): StateMachine<S> {
+export function stateMachine<S extends string>(definition: { readonly [state in S]: readonly NoInfer<S>[] }): StateMachine<S> {
   if (typeof definition !== 'object' || definition === null || Array.isArray(definition)) {
     throw new InvalidStateMachineError('expected an object of state -> allowed next states');
   }

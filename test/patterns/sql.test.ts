@@ -1,6 +1,10 @@
+import { createConnection } from 'mysql2/promise';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
+import { insertOnce } from '../../src/patterns/insert-once.js';
 import { sqlExecutor, toPgPlaceholders } from '../../src/patterns/sql.js';
+import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
@@ -72,9 +76,110 @@ function describeExecutor(name: string, available: boolean, open: () => TestData
   });
 }
 
-describeExecutor('PostgreSQL', await requireService(POSTGRES), postgresDatabase);
-describeExecutor('MariaDB', await requireService(MARIADB), mysqlDatabase);
+const pgUp = await requireService(POSTGRES);
+const mariaUp = await requireService(MARIADB);
+describeExecutor('a PostgreSQL pool', pgUp, postgresDatabase);
+describeExecutor('a MariaDB pool', mariaUp, mysqlDatabase);
 describeExecutor('SQLite', true, sqliteDatabase);
+
+// Single connections: the executor runs transactions on them itself and queues its other statements behind.
+describeExecutor('a PostgreSQL client', pgUp, () => {
+  const client = new pg.Client({ host: POSTGRES.host, port: POSTGRES.port, user: process.env.PGUSER ?? 'postgres', database: 'test' });
+  const connected = client.connect();
+  const tables: string[] = [];
+  const db = sqlExecutor(client);
+  const waiting: SqlExecutor = {
+    dialect: 'postgres',
+    query: async (sql, params) => (await connected, db.query(sql, params)),
+    transaction: async (fn) => (await connected, db.transaction(fn)),
+  };
+  return {
+    db: waiting,
+    serial: 'SERIAL PRIMARY KEY',
+    table: (tag) => {
+      tables.push(`idem_pat_c${tag}_${process.pid}`);
+      return tables.at(-1)!;
+    },
+    close: async () => {
+      for (const t of tables) await client.query(`DROP TABLE IF EXISTS ${t}`);
+      await client.end();
+    },
+  };
+});
+describeExecutor('a MariaDB connection', mariaUp, () => {
+  const conn = createConnection({ host: MARIADB.host, port: MARIADB.port, user: 'root', database: 'test' });
+  const tables: string[] = [];
+  const db = conn.then((c) => sqlExecutor(c));
+  return {
+    db: { dialect: 'mysql', query: async (sql, params) => (await db).query(sql, params), transaction: async (fn) => (await db).transaction(fn) },
+    serial: 'INT AUTO_INCREMENT PRIMARY KEY',
+    table: (tag) => {
+      tables.push(`idem_pat_c${tag}_${process.pid}`);
+      return tables.at(-1)!;
+    },
+    close: async () => {
+      const c = await conn;
+      for (const t of tables) await c.query(`DROP TABLE IF EXISTS ${t}`);
+      await c.end();
+    },
+  };
+});
+
+describe.skipIf(!pgUp)('a PostgreSQL client: statements wait for the transaction instead of joining it', () => {
+  it('a statement sent while a transaction is open is not rolled back with it', async () => {
+    const client = new pg.Client({ host: POSTGRES.host, port: POSTGRES.port, user: process.env.PGUSER ?? 'postgres', database: 'test' });
+    await client.connect();
+    const table = `idem_pat_gate_${process.pid}`;
+    try {
+      const a = sqlExecutor(client);
+      await a.query(`CREATE TABLE ${table} (id INT PRIMARY KEY)`);
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let inside!: () => void;
+      const entered = new Promise<void>((resolve) => (inside = resolve));
+      const tx = a
+        .transaction(async (t) => {
+          await t.query(`INSERT INTO ${table} (id) VALUES (?)`, [1]);
+          inside();
+          await held;
+          throw new Error('roll back');
+        })
+        .catch(() => 'rolled back');
+      await entered;
+      const write = sqlExecutor(client).query(`INSERT INTO ${table} (id) VALUES (?)`, [2]);
+      release();
+      expect(await tx).toBe('rolled back');
+      await write;
+      expect((await a.query(`SELECT id FROM ${table}`)).rows).toEqual([{ id: 2 }]);
+    } finally {
+      await client.query(`DROP TABLE IF EXISTS ${table}`);
+      await client.end();
+    }
+  });
+});
+
+describe('joined to a store transaction (transactional mode)', () => {
+  it("SQLite: a guard on the store transaction's tx commits and rolls back with the completion", async () => {
+    const { db, cleanup } = sqliteFile();
+    try {
+      const store = sqliteStore({ database: db });
+      db.exec('CREATE TABLE p (k TEXT PRIMARY KEY, v INT)');
+      const ref = { scope: 's', key: 'k' };
+      const claim = await store.claim(ref, 'fp', { leaseMs: 60_000, windowMs: 600_000 });
+      if (claim.kind !== 'acquired') throw new Error(claim.kind);
+      const st = await store.beginTransaction();
+      const tx = sqlExecutor(st.tx, { joined: true });
+      expect((await insertOnce(tx, { table: 'p', values: { k: 'a', v: 1 }, conflict: ['k'] })).inserted).toBe(true);
+      // A non-joined executor's statement waits for the store's transaction to end.
+      const outside = sqlExecutor(db).query('SELECT count(*) AS n FROM p');
+      await st.rollback();
+      expect((await outside).rows).toEqual([{ n: 0 }]);
+      expect(await store.get(ref)).toMatchObject({ state: 'in_flight' });
+    } finally {
+      cleanup();
+    }
+  });
+});
 
 describe('SQLite: the store and executors share one gate per Database', () => {
   it('a statement from another executor waits for an open transaction instead of joining it', async () => {
