@@ -22,9 +22,15 @@ export class IllegalTransitionError extends IdemkitError {
   readonly from: string;
   readonly to: string;
 
+  /** `from` is `*` when no state at all may move to `to` (it is an initial state). */
   constructor(from: string, to: string, allowed: readonly string[]) {
     const targets = allowed.length === 0 ? 'none (it is final)' : allowed.map((s) => JSON.stringify(s)).join(', ');
-    super('ILLEGAL_TRANSITION', `Illegal transition ${JSON.stringify(from)} -> ${JSON.stringify(to)}; from ${JSON.stringify(from)} the machine allows ${targets}`);
+    super(
+      'ILLEGAL_TRANSITION',
+      from === '*'
+        ? `Illegal transition to ${JSON.stringify(to)}: no state may move to it (it is initial)`
+        : `Illegal transition ${JSON.stringify(from)} -> ${JSON.stringify(to)}; from ${JSON.stringify(from)} the machine allows ${targets}`,
+    );
     this.from = from;
     this.to = to;
   }
