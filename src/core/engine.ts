@@ -275,6 +275,7 @@ export class Execution {
     const tx = this.transaction;
     const failed = threw || (tx !== undefined && response.status >= 500);
     if (this.suspended) {
+      if (tx) await tx.rollback().catch(onError);
       await this.yieldLease();
       return undefined;
     }

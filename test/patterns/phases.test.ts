@@ -216,6 +216,25 @@ describe('phases through an adapter (Hono, SQLite)', () => {
     expect(orders('k4')).toEqual([]);
   });
 
+  it('ctx.suspend() keeps the record resumable in any mode; in transactional mode the request transaction rolls back', async () => {
+    const hono = new Hono<{ Variables: IdempotencyVariables<Database.Database> }>();
+    hono.use('*', idempotency<Database.Database>({ store, scope: () => 't', transactional: true }));
+    hono.post('/suspend', (c) => {
+      const ctx = c.get('idempotency')!;
+      ctx.tx.prepare('INSERT INTO orders (key) VALUES (?)').run(ctx.key);
+      ctx.suspend();
+      return c.json({ later: true }, 503);
+    });
+    const post = () => hono.request('/suspend', { method: 'POST', headers: { 'idempotency-key': 'k6' } });
+    expect((await post()).status).toBe(503);
+    expect(orders('k6')).toEqual([]);
+    const record = await store.get({ scope: 't', key: 'k6' });
+    expect(record?.state).toBe('in_flight');
+    expect(record!.leaseUntil).toBeLessThanOrEqual(Date.now());
+    // Not stored, and the lease is free: the next attempt runs (and the store is not stuck behind an open transaction).
+    expect((await post()).status).toBe(503);
+  });
+
   it('a phase whose lease was taken over cannot commit: its writes roll back', async () => {
     const ref = { scope: 't', key: 'k5' };
     const stale = await store.claim(ref, 'fp', { leaseMs: 20, windowMs: 60_000 });
