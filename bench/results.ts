@@ -1,11 +1,10 @@
 /**
- * bench/RESULTS.md and the ratio chart (bench/results-chart.svg; a PNG too when ImageMagick's
- * `convert` is on the PATH), from one `npm run bench` run. Every figure is against the bare
+ * bench/RESULTS.md and the ratio chart (bench/results-chart.svg and .png), from one `npm run bench`
+ * run. Every figure is against the bare
  * framework measured in the same run.
  */
-import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { ADVANCE, Raster, parseColor } from './png.js';
 import type { RawResults } from './raw-store.js';
 import type { ConfigResult, ReportMeta, Row } from './report.js';
 import type { Framework, Impl, StoreKind, Workload } from './shared.js';
@@ -222,7 +221,7 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
   const lines = targets(results);
   if (lines.length === 0) out.push('No target applies to this subset.');
   for (const line of lines) out.push(`- **${line.ok ? 'PASS' : 'FAIL'}** ${line.text}`);
-  out.push('', '![ratios against the bare framework](results-chart.svg)', '');
+  out.push('', '![ratios against the bare framework](results-chart.svg) ([PNG](results-chart.png))', '');
 
   if (races.length > 0) {
     out.push('## Race check (before timing)', '');
@@ -392,8 +391,13 @@ const STORE_OPACITY: Record<string, number> = { memory: 0.45, sqlite: 0.6, postg
 
 const escapeXml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
+type Op =
+  | { kind: 'text'; x: number; y: number; text: string; anchor?: 'end'; bold?: boolean; size?: number; color?: string }
+  | { kind: 'rect'; x: number; y: number; w: number; h: number; color: string; opacity: number }
+  | { kind: 'dash'; x: number; y1: number; y2: number };
+
 /** A horizontal bar chart of throughput ratios (0 ms handler), grouped by framework and workload. */
-export function chartSvg(results: BenchResults): string {
+function chartLayout(results: BenchResults): { width: number; height: number; ops: Op[] } {
   const groups: Array<{ title: string; bars: Array<{ label: string; ratio: number; impl: Impl; store: StoreKind; warn: boolean }> }> = [];
   for (const framework of results.meta.frameworks) {
     for (const workload of ['new-key', 'replay', 'contention', 'no-key'] as const) {
@@ -408,54 +412,90 @@ export function chartSvg(results: BenchResults): string {
           store: c.store,
           warn: raceCorrect(results.races, framework, c.impl, c.store) === false || c.duplicates > 0,
         }));
-      if (bars.length > 0) groups.push({ title: `${framework} — ${WORKLOAD_TITLE[workload]} (bare ${int(bare.reqPerSec)} req/s)`, bars });
+      if (bars.length > 0) groups.push({ title: `${framework}: ${WORKLOAD_TITLE[workload]} (bare ${int(bare.reqPerSec)} req/s)`, bars });
     }
   }
-  const left = 230;
+  const left = 260;
   const plot = 520;
   const barH = 14;
-  const gap = 4;
+  const gap = 5;
   const max = Math.max(1.1, ...groups.flatMap((g) => g.bars.map((b) => b.ratio))) * 1.05;
-  let y = 56;
-  const parts: string[] = [];
+  const ops: Op[] = [
+    { kind: 'text', x: 10, y: 22, text: 'Throughput against the bare framework (1.0x = dashed line; higher is better)', bold: true, size: 15 },
+    {
+      kind: 'text',
+      x: 10,
+      y: 42,
+      color: '#555',
+      text: `${results.meta.date.slice(0, 10)}, ${results.meta.cpus}, Node ${results.meta.node}; ! = double executions or failed race check`,
+    },
+  ];
+  let y = 62;
   for (const g of groups) {
-    parts.push(`<text x="10" y="${y + 12}" font-weight="bold">${escapeXml(g.title)}</text>`);
-    y += 20;
+    ops.push({ kind: 'text', x: 10, y: y + 12, text: g.title, bold: true });
+    y += 22;
     const top = y;
     for (const b of g.bars) {
       const w = Math.max(1, (b.ratio / max) * plot);
-      const color = COLORS[b.impl] ?? '#666';
-      parts.push(
-        `<text x="${left - 6}" y="${y + barH - 3}" text-anchor="end">${escapeXml(b.label)}${b.warn ? ' ⚠' : ''}</text>`,
-        `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${color}" fill-opacity="${STORE_OPACITY[b.store] ?? 1}"/>`,
-        `<text x="${(left + w + 4).toFixed(1)}" y="${y + barH - 3}">${b.ratio.toFixed(2)}×</text>`,
+      ops.push(
+        { kind: 'text', x: left - 8, y: y + barH - 2, text: `${b.label}${b.warn ? ' !' : ''}`, anchor: 'end' },
+        { kind: 'rect', x: left, y, w, h: barH, color: COLORS[b.impl] ?? '#666666', opacity: STORE_OPACITY[b.store] ?? 1 },
+        { kind: 'text', x: left + w + 6, y: y + barH - 2, text: `${b.ratio.toFixed(2)}x` },
       );
       y += barH + gap;
     }
-    const x1 = left + plot / max;
-    parts.push(`<line x1="${x1.toFixed(1)}" y1="${top - 2}" x2="${x1.toFixed(1)}" y2="${y - gap + 2}" stroke="#111" stroke-dasharray="3,2"/>`);
+    ops.push({ kind: 'dash', x: left + plot / max, y1: top - 2, y2: y - gap + 2 });
     y += 14;
   }
-  const width = left + plot + 70;
-  const height = y + 30;
+  ops.push({
+    kind: 'text',
+    x: 10,
+    y: y + 8,
+    color: '#555',
+    text: 'Colour: idemkit blue, node-idempotency amber, express-idempotency red, Powertools green; shade: store (light memory, dark Redis).',
+  });
+  return { width: left + plot + 90, height: y + 24, ops };
+}
+
+export function chartSvg(results: BenchResults): string {
+  const { width, height, ops } = chartLayout(results);
+  const body = ops.map((op) => {
+    switch (op.kind) {
+      case 'text':
+        return (
+          `<text x="${op.x.toFixed(1)}" y="${op.y}"${op.anchor ? ' text-anchor="end"' : ''}${op.bold ? ' font-weight="bold"' : ''}` +
+          `${op.size ? ` font-size="${op.size}"` : ''}${op.color ? ` fill="${op.color}"` : ''}>${escapeXml(op.text)}</text>`
+        );
+      case 'rect':
+        return `<rect x="${op.x}" y="${op.y}" width="${op.w.toFixed(1)}" height="${op.h}" fill="${op.color}" fill-opacity="${op.opacity}"/>`;
+      case 'dash':
+        return `<line x1="${op.x.toFixed(1)}" y1="${op.y1}" x2="${op.x.toFixed(1)}" y2="${op.y2}" stroke="#111" stroke-dasharray="3,2"/>`;
+    }
+  });
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="10" y="22" font-size="15" font-weight="bold">Throughput against the bare framework (1.0× = dashed line; higher is better)</text>`,
-    `<text x="10" y="40" fill="#555">${escapeXml(`${results.meta.date.slice(0, 10)} · ${results.meta.cpus} · Node ${results.meta.node} · ⚠ = double executions or failed race check`)}</text>`,
-    ...parts,
-    `<text x="10" y="${height - 10}" fill="#555">Colour: implementation (idemkit blue, node-idempotency amber, express-idempotency red, Powertools green); shade: store (lighter memory → darker Redis).</text>`,
+    '<rect width="100%" height="100%" fill="#fff"/>',
+    ...body,
     '</svg>',
     '',
   ].join('\n');
 }
 
+/** The same chart as a PNG, drawn with a pixel font (no dependency). */
+export function chartPng(results: BenchResults): Buffer {
+  const { width, height, ops } = chartLayout(results);
+  // The pixel font is wider than the SVG's: leave room for the longest line.
+  const longest = Math.max(...ops.filter((op) => op.kind === 'text').map((op) => (op.anchor ? 0 : op.x + op.text.length * ADVANCE)));
+  const raster = new Raster(Math.max(width, Math.ceil(longest) + 10), height);
+  for (const op of ops) {
+    if (op.kind === 'rect') raster.fillRect(op.x, op.y, op.w, op.h, parseColor(op.color, op.opacity));
+    else if (op.kind === 'dash') for (let y = op.y1; y < op.y2; y += 5) raster.fillRect(op.x, y, 1, 3, [17, 17, 17]);
+    else raster.text(op.x, op.y, op.text, parseColor(op.color ?? '#111111'), op.anchor ?? 'start');
+  }
+  return raster.png();
+}
+
 export function writeChart(results: BenchResults, svgUrl: URL, pngUrl: URL): void {
   writeFileSync(svgUrl, chartSvg(results));
-  try {
-    // A PNG for viewers that do not render SVG, when ImageMagick is there; nothing to install otherwise.
-    execFileSync('convert', ['-density', '110', fileURLToPath(svgUrl), fileURLToPath(pngUrl)], { stdio: 'ignore', timeout: 30_000 });
-  } catch {
-    // no ImageMagick: the SVG is the chart
-  }
+  writeFileSync(pngUrl, chartPng(results));
 }
