@@ -188,16 +188,30 @@ export const CASES: readonly CheckCase[] = [
       const key = ctx.key();
       const body = ctx.body(key);
       const other = ctx.otherBody(body, key);
-      const original = ctx.open({ key, body });
-      await original.written;
-      original.release();
+      const original = ctx.send({ key, body });
+      let done = false;
+      void original.then(() => (done = true), () => (done = true));
+      // A retry with the SAME body answers 409 exactly while the original runs: that is the
+      // black-box proof it is in flight. Retry until one does, then send the different body.
+      let probe: HttpAnswer | undefined;
+      while (!done) {
+        probe = await ctx.send({ key, body });
+        if (probe.status === 409 || probe.status === 429) break;
+        if (!done) probe = undefined; // answered before the original finished (a waiting target)
+      }
+      const inFlight = probe?.status === 409 || probe?.status === 429;
       const mismatch = ctx.send({ key, body: other });
-      const [o, m] = await Promise.all([original.answer, mismatch]);
-      const evidence = [`original → ${describe(o)}`, `mismatch, sent while it ran → ${describe(m)}`];
+      const [o, m] = await Promise.all([original, mismatch]);
+      const evidence = [
+        `original → ${describe(o)}`,
+        ...(probe ? [`same body, while it ran → ${describe(probe)}`] : []),
+        `different body, ${inFlight ? 'while it ran' : 'after'} → ${describe(m)}`,
+      ];
+      if (probe && is2xx(probe) && !sameResponse(probe, o)) return fail('a retry with the same body ran the handler again while the original ran', evidence);
       const refused = (a: HttpAnswer) => a.status === 409 || a.status === 422;
       if (is2xx(o) && is2xx(m)) return fail('both the original and the different body were executed with one key', evidence);
       if (!(is2xx(o) && refused(m)) && !(is2xx(m) && refused(o))) return fail(`expected one execution and a 409/422, got ${o.status} and ${m.status}`, evidence);
-      if (m.finishedAt >= o.finishedAt) {
+      if (!inFlight || m.finishedAt >= o.finishedAt) {
         return warn(`not observed in flight: the original answered first (in ${Math.round(o.finishedAt - o.startedAt)} ms); a slower handler would show the in-flight answer`, evidence);
       }
       return pass(`refused with ${is2xx(o) ? m.status : o.status} while the original ran`, evidence);
