@@ -14,7 +14,8 @@
  * other than its workload (non-2xx answers, handler counts that do not match).
  *
  * Subsets: BENCH_FRAMEWORKS=express, BENCH_WORKLOADS=new-key,replay, BENCH_STORES=redis,
- * BENCH_PEERS=node-idempotency (or "none"), flags --quick, --no-delay, --no-race, --no-latency.
+ * BENCH_PEERS=node-idempotency (or "none"), flags --quick, --no-delay, --no-race, --no-latency;
+ * --estimate prints the plan and its estimated duration, and stops.
  */
 import { execSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -42,6 +43,7 @@ const { values: flags } = parseArgs({
     'no-delay': { type: 'boolean', default: false },
     'no-race': { type: 'boolean', default: false },
     'no-latency': { type: 'boolean', default: false },
+    estimate: { type: 'boolean', default: false },
     framework: { type: 'string' },
     workload: { type: 'string' },
   },
@@ -370,7 +372,7 @@ function packageVersion(name: string): string {
 
 /** Seconds for the whole run, from the plan, for the estimate printed at the start. */
 function estimateSeconds(): number {
-  const startup = 2.5; // server start (tsx), precheck, quiet check
+  const startup = 3.5; // server start (tsx), precheck, the two quiet seconds
   const perConfig = startup + warmupSec + runs * durationSec;
   let configs = 0;
   for (const framework of FRAMEWORKS) for (const plan of PLANS) configs += subjectsFor(framework, plan).length;
@@ -388,6 +390,8 @@ async function main(): Promise<void> {
       `peers ${SELECTED_PEERS.join(', ') || 'none'}; warm-up ${warmupSec} s + ${runs} × ${durationSec} s per configuration. ` +
       `Estimated duration: ~${Math.ceil(estimate / 60)} min.`,
   );
+
+  if (flags.estimate) return;
 
   log(`raw store time: ${rawIterations} iterations × ${runs} repetitions…`);
   const raw: RawResults = await measureRawStores(rawIterations, runs);
