@@ -116,9 +116,14 @@ export function sqlExecutor(db: SqlDatabase | SqlExecutor, options?: SqlExecutor
 }
 
 const EXECUTOR = Symbol.for('idemkit.sqlExecutor');
+const DIALECTS: readonly unknown[] = ['postgres', 'sqlite', 'mysql'];
 
+/** Ours (branded), or anyone's object with the SqlExecutor shape (a wrapper, a test double). */
 function isExecutor(db: unknown): db is SqlExecutor {
-  return typeof db === 'object' && db !== null && (db as Record<symbol, unknown>)[EXECUTOR] === true;
+  if (typeof db !== 'object' || db === null) return false;
+  if ((db as Record<symbol, unknown>)[EXECUTOR] === true) return true;
+  const x = db as Partial<SqlExecutor>;
+  return DIALECTS.includes(x.dialect) && typeof x.query === 'function' && typeof x.transaction === 'function';
 }
 
 function brand(executor: SqlExecutor): SqlExecutor {

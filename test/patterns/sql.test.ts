@@ -2,7 +2,9 @@ import { createConnection } from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
+import { IllegalTransitionError } from '../../src/patterns/errors.js';
 import { insertOnce } from '../../src/patterns/insert-once.js';
+import { stateMachine, transition } from '../../src/patterns/state-machine.js';
 import { sqlExecutor, toPgPlaceholders } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
@@ -154,6 +156,31 @@ describe.skipIf(!pgUp)('a PostgreSQL client: statements wait for the transaction
     } finally {
       await client.query(`DROP TABLE IF EXISTS ${table}`);
       await client.end();
+    }
+  });
+});
+
+describe('any SqlExecutor-shaped object is used as it is', () => {
+  it('a counting wrapper sees every statement a guard sends, and none for a refused transition', async () => {
+    const { db, cleanup } = sqliteFile();
+    try {
+      const inner = sqlExecutor(db);
+      const sent: string[] = [];
+      const counting: SqlExecutor = {
+        dialect: inner.dialect,
+        query: (sql, params) => (sent.push(sql), inner.query(sql, params)),
+        transaction: (fn) => inner.transaction(fn),
+      };
+      await inner.query("CREATE TABLE o (id INT PRIMARY KEY, status TEXT NOT NULL DEFAULT 'NEW')");
+      expect((await insertOnce(counting, { table: 'o', values: { id: 1 }, conflict: ['id'] })).inserted).toBe(true);
+      expect(sent).toHaveLength(1);
+      const machine = stateMachine({ NEW: ['DONE'], DONE: [] });
+      await expect(transition(counting, { table: 'o', where: { id: 1 }, from: 'DONE', to: 'NEW', machine })).rejects.toThrow(IllegalTransitionError);
+      expect(sent).toHaveLength(1);
+      expect(await transition(counting, { table: 'o', where: { id: 1 }, to: 'DONE', machine })).toEqual({ changed: true });
+      expect(sent).toHaveLength(2);
+    } finally {
+      cleanup();
     }
   });
 });
