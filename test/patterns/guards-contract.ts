@@ -100,6 +100,19 @@ export function describeGuards(name: string, available: boolean, open: () => Tes
         expect(again.inserted).toBe(true);
       });
 
+      it('inside a transaction whose snapshot predates the other row, still answers that row', async (ctx) => {
+        // SQLite has one connection per Database: the "other connection" below would queue behind the transaction.
+        if (t.db.dialect === 'sqlite') return ctx.skip();
+        const table = await paymentsTable('snap');
+        const got = await t.db.transaction(async (tx) => {
+          await tx.query(`SELECT COUNT(*) AS n FROM ${table}`); // takes the snapshot (REPEATABLE READ on MySQL)
+          await t.db.query(`INSERT INTO ${table} (out_trade_no, amount) VALUES (?, ?)`, ['SO-s', 7]); // another connection, committed
+          return insertOnce<{ amount: number }>(tx, { table, values: { out_trade_no: 'SO-s', amount: 8 }, conflict: ['out_trade_no'] });
+        });
+        expect(got.inserted).toBe(false);
+        expect(Number(got.row.amount)).toBe(7);
+      });
+
       it('refuses bad identifiers and options, naming the field, before any SQL', async () => {
         const table = 'no_such_table_at_all';
         const bad = async (options: object, field: string) => {
