@@ -110,7 +110,7 @@ describe.skipIf(!available)('proof: NATS JetStream consumer crashes, every effec
     const run = startConsumer(env);
     runs.push(run);
     await until('every effect and every message acknowledged', async () => {
-      if ((await counter()) !== 1000) return false;
+      if ((await counter()) < 1000) return false;
       const info = await jsm.consumers.info(stream, 'proof');
       return info.num_pending === 0 && info.num_ack_pending === 0;
     });
