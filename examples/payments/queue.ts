@@ -109,6 +109,8 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
           }
         }),
       );
+      // A failed message is redelivered, after a pause: a handler that keeps failing must not spin.
+      if (failed.size > 0) await new Promise((r) => setTimeout(r, 250));
       return rows.filter((row) => !failed.has(row.seq)).map((row) => row.seq);
     };
   }

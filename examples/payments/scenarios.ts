@@ -483,6 +483,18 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
       await db.close();
     }
     if (!o.keep) rmSync(tmp, { recursive: true, force: true });
+    if (o.amqpUrl && !o.keep) await deleteQueue(o.amqpUrl, env.AMQP_QUEUE!).catch(() => {});
+  }
+}
+
+async function deleteQueue(amqpUrl: string, queue: string): Promise<void> {
+  const amqp = await import('amqplib');
+  const connection = await amqp.connect(amqpUrl);
+  try {
+    const channel = await connection.createChannel();
+    await channel.deleteQueue(queue);
+  } finally {
+    await connection.close();
   }
 }
 
