@@ -1,15 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
+import { Redis } from 'ioredis';
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { amqpConsumeOnce, amqpMessageId, migrateProcessed, MissingMessageIdError } from '../../src/messaging/index.js';
 import type { AmqpConsumer, AmqpMessage } from '../../src/messaging/index.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
-import { POSTGRES, RABBITMQ, requireService } from '../support/services.js';
+import { redisStore } from '../../src/stores/redis.js';
+import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { postgresDatabase } from './databases.js';
 
 const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
+const hasRedis = await requireService(REDIS);
 const tag = `${process.pid}-${randomBytes(3).toString('hex')}`;
 
 const fake = (properties: AmqpMessage['properties'], body = 'payload'): AmqpMessage => ({
@@ -163,5 +166,35 @@ describe.skipIf(!available)('amqpConsumeOnce on RabbitMQ + PostgreSQL', () => {
     await channel.close();
     expect(c.stats.failed).toBe(1);
     expect(Number((await t.db.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${table} WHERE message_id = 'nr-1'`)).rows[0]!.n)).toBe(0);
+  });
+
+  it.skipIf(!hasRedis)('with a Redis store: a concurrent delivery of an in-flight id is requeued, then acked as a duplicate', async () => {
+    const { queue: q } = await queue('store');
+    const client = new Redis({ host: REDIS.host, port: REDIS.port });
+    const prefix = `idem-msg-amqp-${tag}`;
+    try {
+      const channel = await connection.createChannel();
+      await channel.prefetch(4);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let runs = 0;
+      const c = await amqpConsumeOnce(channel, q, { store: redisStore({ client, prefix }), consumer: `store-${tag}`, leaseMs: 30_000 }, async () => {
+        runs++;
+        await gate;
+      });
+      admin.sendToQueue(q, Buffer.from('x'), { messageId: 's-1' });
+      admin.sendToQueue(q, Buffer.from('x'), { messageId: 's-1' });
+      await until('the second delivery to find the first in flight', () => c.stats.inFlight >= 1);
+      release();
+      await until('processed and the duplicate acked', () => c.stats.processed === 1 && c.stats.duplicates === 1);
+      await c.cancel();
+      await channel.close();
+      expect(runs).toBe(1);
+      expect((await admin.checkQueue(q)).messageCount).toBe(0);
+    } finally {
+      const keys = await client.keys(`${prefix}:*`);
+      if (keys.length) await client.del(...keys);
+      await client.quit();
+    }
   });
 });

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
+// @ts-expect-error -- `express4` is an npm alias of express@4, which ships no types of its own.
+import untypedExpress4 from 'express4';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +13,7 @@ import type { SqlExecutor } from '../../src/patterns/sql.js';
 import type { TestDatabase } from './databases.js';
 import { sqliteDatabase } from './databases.js';
 
+const express4 = untypedExpress4 as typeof express;
 const secret = 'whsec_' + randomBytes(24).toString('base64');
 const nowSec = () => Math.floor(Date.now() / 1000);
 
@@ -163,10 +166,13 @@ describe('webhook receivers (Web/Hono, Fastify, Express) on SQLite', () => {
     }
   });
 
-  it('Express middleware behind express.raw() on a real port; without the raw body it names express.raw', async () => {
-    const app = express();
-    app.post('/hooks', express.raw({ type: '*/*' }), webhookExpress(options('express')));
-    app.post('/parsed', express.json(), webhookExpress(options('express-parsed')));
+  it.each([
+    ['express', express],
+    ['express4', express4],
+  ] as const)('%s middleware behind express.raw() on a real port; without the raw body it names express.raw', async (name, lib) => {
+    const app = lib();
+    app.post('/hooks', lib.raw({ type: '*/*' }), webhookExpress(options(name)));
+    app.post('/parsed', lib.json(), webhookExpress(options(`${name}-parsed`)));
     app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
       res.status(500).json({ error: error.message, code: (error as { code?: string }).code });
     });
@@ -174,16 +180,16 @@ describe('webhook receivers (Web/Hono, Fastify, Express) on SQLite', () => {
     await new Promise((resolve) => server.once('listening', resolve));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
-      await scenario('express', async (headers, body) => {
+      await scenario(name, async (headers, body) => {
         const res = await fetch(`${base}/hooks`, { method: 'POST', headers, body });
         return { status: res.status, type: res.headers.get('content-type') ?? '', json: (await res.json()) as Record<string, unknown> };
       });
       const body = JSON.stringify({ amount: 1 });
-      const res = await fetch(`${base}/parsed`, { method: 'POST', headers: signed('evt_parsed', body), body });
+      const res = await fetch(`${base}/parsed`, { method: 'POST', headers: signed(`evt_${name}_parsed`, body), body });
       const answer = (await res.json()) as { error: string; code: string };
       expect(answer.code).toBe('ERR_IDEMKIT_WEBHOOK_RAW_BODY');
       expect(answer.error).toMatch(/express\.raw/);
-      expect(await records('express-parsed')).toBe(0);
+      expect(await records(`${name}-parsed`)).toBe(0);
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
