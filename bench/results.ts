@@ -204,7 +204,7 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
   out.push('## Run', '');
   out.push(
     `- Date: ${meta.date}`,
-    `- Machine: ${meta.cpus}, ${meta.memory} RAM; Node ${meta.node}; load average at the end ${meta.loadAverage}`,
+    `- Machine: ${meta.cpus}, ${meta.memory} RAM; Node ${meta.node}; load average ${meta.loadAverage}`,
     `- Code: ${meta.commit}`,
     `- Command: \`${meta.command}\``,
     `- Plan: frameworks ${meta.frameworks.join(', ')}; workloads ${meta.plans.join(', ')}; stores ${meta.stores.join(', ')}; peers ${meta.peers.join(', ') || 'none'}`,

@@ -384,6 +384,7 @@ function estimateSeconds(): number {
 async function main(): Promise<void> {
   const codeAtStart = { head: gitHead(), src: srcHash() };
   const started = Date.now();
+  const loadAtStart = readLoadAverage();
   const estimate = estimateSeconds();
   log(
     `idemkit bench: frameworks ${FRAMEWORKS.join(', ')}; workloads ${PLANS.join(', ')}; stores ${SERVER_STORES.join(', ')}; ` +
@@ -464,7 +465,7 @@ async function main(): Promise<void> {
         .join('')}npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
       elapsedSec: Math.round((Date.now() - started) / 1000),
       estimatedSec: Math.round(estimate),
-      loadAverage: readLoadAverage(),
+      loadAverage: `${loadAtStart} at the start, ${readLoadAverage()} at the end`,
       versions: Object.fromEntries(
         [
           'fastify',
