@@ -4,7 +4,7 @@ import { booleanOption, rejectUnknown } from '../core/validate.js';
 import type { SqlExecutor } from '../patterns/sql.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';
-import { ADAPTER_KEYS, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { ADAPTER_KEYS, deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -85,8 +85,8 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
   if (!channel || typeof channel.consume !== 'function') throw new InvalidOptionError('channel', 'expected an amqplib Channel (promise API)');
   if (typeof queue !== 'string') throw new InvalidOptionError('queue', 'expected a queue name');
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  rejectUnknown(options ?? {}, [...ADAPTER_KEYS, 'idHeader', 'hashFallback'], '');
   const { requeue } = validateAdapter(options);
+  rejectUnknown(options, [...ADAPTER_KEYS, 'idHeader', 'hashFallback'], '');
   if (options.idHeader !== undefined && (typeof options.idHeader !== 'string' || options.idHeader === '')) {
     throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
   }
@@ -107,7 +107,7 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
   const handle = async (message: Msg) => {
     let messageId: string;
     try {
-      messageId = amqpMessageId(message, idOptions);
+      messageId = deliveryId(() => amqpMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
       report(options, error, message);

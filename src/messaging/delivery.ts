@@ -1,9 +1,10 @@
 import { InvalidOptionError } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
-import { booleanOption } from '../core/validate.js';
+import { booleanOption, durationOption } from '../core/validate.js';
 import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
 import type { StoreConsumeResult } from './consume.js';
-import { consumeOnce } from './consume.js';
+import { consumeOnce, consumerOption, messageIdOption } from './consume.js';
+import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 
 /** Options every broker adapter shares: where records go and how outcomes are reported. */
 export interface AdapterOptions<Msg> {
@@ -42,8 +43,20 @@ export function newStats(): ConsumeStats {
   return { processed: 0, duplicates: 0, failed: 0, refused: 0, inFlight: 0 };
 }
 
+/**
+ * Validates everything once, when the consumer starts: a bad option found per message would fail
+ * every delivery and requeue it forever.
+ */
 export function validateAdapter<Msg>(options: AdapterOptions<Msg>): { requeue: boolean } {
+  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
   if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` (a SqlExecutor) or `store`');
+  if (options.db !== undefined) executorOption(options.db);
+  if (options.store !== undefined && typeof options.store?.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
+  consumerOption(options.consumer);
+  tableOption(options.table);
+  retentionOption(options.retentionMs);
+  clockOption(options.clock);
+  durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
   for (const name of ['onError', 'onDuplicate'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, 'expected a function');
   }
@@ -82,4 +95,12 @@ export function notifyDuplicate<Msg>(options: AdapterOptions<Msg>, messageId: st
   } catch {
     // Reporting only; the duplicate is already acknowledged.
   }
+}
+
+/**
+ * The id of a delivery, checked like consumeOnce checks it: a missing or unusable id is refused
+ * (dead-lettered / terminated) instead of failing, which would requeue it forever.
+ */
+export function deliveryId(find: () => string): string {
+  return messageIdOption(find());
 }

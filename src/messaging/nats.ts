@@ -4,7 +4,7 @@ import type { SqlExecutor } from '../patterns/sql.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';
-import { ADAPTER_KEYS, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { ADAPTER_KEYS, deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -39,7 +39,7 @@ export interface NatsJsMessage {
  * not create a second message. Beyond the window the repeat is stored again; the consumer side
  * (natsConsumeOnce) catches it. Resolves with the PubAck (`duplicate: true` when dropped).
  */
-export function natsPublishOnce(js: NatsPublisher, subject: string, payload: Uint8Array | string, msgId: string): Promise<NatsPubAck> {
+export async function natsPublishOnce(js: NatsPublisher, subject: string, payload: Uint8Array | string, msgId: string): Promise<NatsPubAck> {
   if (!js || typeof js.publish !== 'function') throw new InvalidOptionError('js', 'expected a JetStream client (jetstream(nc))');
   return js.publish(subject, payload, { msgID: messageIdOption(msgId) });
 }
@@ -87,8 +87,8 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T>(
     throw new InvalidOptionError('messages', 'expected an async iterable of JetStream messages (await consumer.consume())');
   }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  rejectUnknown(options ?? {}, [...ADAPTER_KEYS, 'idHeader', 'sequenceFallback', 'nakDelayMs'], '');
   const { requeue } = validateAdapter(options);
+  rejectUnknown(options, [...ADAPTER_KEYS, 'idHeader', 'sequenceFallback', 'nakDelayMs'], '');
   if (options.idHeader !== undefined && (typeof options.idHeader !== 'string' || options.idHeader === '')) {
     throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
   }
@@ -127,7 +127,7 @@ async function loop<Msg extends NatsJsMessage, T>(
   for await (const message of messages) {
     let messageId: string;
     try {
-      messageId = natsMessageId(message, idOptions);
+      messageId = deliveryId(() => natsMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
       report(options, error, message);

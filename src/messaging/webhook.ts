@@ -6,7 +6,7 @@
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
-import { integerOption, rejectUnknown } from '../core/validate.js';
+import { durationOption, integerOption, rejectUnknown } from '../core/validate.js';
 import { readLimited } from '../http/fetch-common.js';
 import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
 import type { StoreConsumeResult } from './consume.js';
@@ -76,6 +76,8 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
   const retentionMs = retentionOption(options.retentionMs);
   if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` or `store`');
   const db = options.db === undefined ? undefined : executorOption(options.db);
+  if (options.store !== undefined && typeof options.store?.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
+  durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
   const table = tableOption(options.table);
   const report = (error: unknown) => {
     try {

@@ -9,7 +9,7 @@ import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { redisStore } from '../../src/stores/redis.js';
 import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
-import { postgresDatabase } from './databases.js';
+import { postgresDatabase, sqliteDatabase } from './databases.js';
 
 const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
 const hasRedis = await requireService(REDIS);
@@ -36,6 +36,65 @@ describe('amqpMessageId', () => {
   it('refuses a message without an id when no fallback is configured, naming what it looked for', () => {
     expect(() => amqpMessageId(fake({ messageId: '' }))).toThrow(MissingMessageIdError);
     expect(() => amqpMessageId(fake({ headers: {} }), { idHeader: 'x-id' })).toThrow(/properties\.messageId and no `x-id` header/);
+  });
+});
+
+describe('amqpConsumeOnce without a broker (a recording channel)', () => {
+  function recordingChannel() {
+    const calls: string[] = [];
+    let deliver!: (message: AmqpMessage | null) => void;
+    const channel = {
+      consume: async (_q: string, onMessage: (m: AmqpMessage | null) => void) => {
+        deliver = onMessage;
+        return { consumerTag: 'ctag' };
+      },
+      ack: (m: AmqpMessage) => calls.push(`ack ${String(m.properties.messageId)}`),
+      nack: (m: AmqpMessage, _all?: boolean, requeue?: boolean) => calls.push(`nack ${String(m.properties.messageId).slice(0, 8)} requeue=${requeue}`),
+      cancel: async () => undefined,
+    };
+    return { channel, calls, deliver: (m: AmqpMessage) => deliver(m) };
+  }
+
+  it('validates every option when it starts, not per message', async () => {
+    const { channel } = recordingChannel();
+    const t = sqliteDatabase();
+    try {
+      const bad: Array<[Record<string, unknown>, string]> = [
+        [{ db: t.db, consumer: '' }, 'consumer'],
+        [{ db: t.db, consumer: 'c', table: 'no-dashes' }, 'table'],
+        [{ db: t.db, consumer: 'c', retentionMs: -1 }, 'retentionMs'],
+        [{ db: t.db, consumer: 'c', requeue: 'yes' }, 'requeue'],
+        [{ db: t.db, consumer: 'c', idHeader: '' }, 'idHeader'],
+        [{ db: t.db, consumer: 'c', prefetch: 10 }, 'prefetch'],
+        [{ consumer: 'c' }, 'db'],
+        [{ db: t.db, store: {}, consumer: 'c' }, 'db'],
+      ];
+      for (const [options, option] of bad) {
+        await expect(amqpConsumeOnce(channel, 'q', options as never, async () => 1), option).rejects.toMatchObject({ option });
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses (nack without requeue) an id that is missing or too long, instead of requeueing it forever', async () => {
+    const { channel, calls, deliver } = recordingChannel();
+    const t = sqliteDatabase();
+    const table = t.table('refuse');
+    await migrateProcessed(t.db, { table });
+    const errors: unknown[] = [];
+    try {
+      const c = await amqpConsumeOnce(channel, 'q', { db: t.db, table, consumer: 'c', onError: (e) => errors.push(e) }, async () => 1);
+      deliver(fake({ messageId: 'x'.repeat(256) }));
+      deliver(fake({}));
+      deliver(fake({ messageId: 'ok-1' }));
+      await c.cancel();
+      expect(calls.sort()).toEqual(['ack ok-1', 'nack undefine requeue=false', 'nack xxxxxxxx requeue=false']);
+      expect(c.stats).toMatchObject({ processed: 1, refused: 2 });
+      expect(errors.map((e) => (e as { code: string }).code).sort()).toEqual(['ERR_IDEMKIT_MESSAGE_ID_INVALID', 'ERR_IDEMKIT_MESSAGE_ID_MISSING']);
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -30,7 +30,10 @@ describe('natsMessageId', () => {
     expect(natsMessageId(fake(undefined), { sequenceFallback: true })).toBe('ORDERS:42');
     expect(() => natsMessageId(fake(undefined))).toThrow(MissingMessageIdError);
     expect(() => natsMessageId(fake(undefined))).toThrow(/no `Nats-Msg-Id` header/);
-    expect(() => natsPublishOnce({ publish: async () => ({ stream: 's', seq: 1, duplicate: false }) }, 's', 'x', '')).toThrow(MissingMessageIdError);
+  });
+
+  it('refuses to publish without an id', async () => {
+    await expect(natsPublishOnce({ publish: async () => ({ stream: 's', seq: 1, duplicate: false }) }, 's', 'x', '')).rejects.toThrow(MissingMessageIdError);
   });
 });
 
