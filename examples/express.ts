@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import express from 'express';
 import { idempotency } from 'idemkit/express';
-import { delay, port, storeFromUrl, tenantOf } from './store.js';
+import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 const app = express();
 app.use((req, res, next) => {
@@ -14,7 +14,7 @@ app.use((req, res, next) => {
 
 app.post(
   '/charges',
-  idempotency({ store: await storeFromUrl(), scope: (req) => req.res!.locals.tenant as string }),
+  idempotency({ store: await storeFromUrl(), scope: (req) => req.res!.locals.tenant as string, leaseMs }),
   express.json({ strict: false }),
   async (req, res) => {
     if (typeof req.body !== 'object' || req.body === null) {

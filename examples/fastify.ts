@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { idempotency } from 'idemkit/fastify';
-import { delay, port, storeFromUrl, tenantOf } from './store.js';
+import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,7 +20,7 @@ app.addHook('onRequest', async (request, reply) => {
 // Accept any body, so that a non-JSON one reaches the handler's own validation.
 app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
-await app.register(idempotency, { store: await storeFromUrl(), scope: (request) => request.tenant });
+await app.register(idempotency, { store: await storeFromUrl(), scope: (request) => request.tenant, leaseMs });
 
 app.post('/charges', async (request, reply) => {
   const fields = request.body;

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { idempotency, type IdempotencyVariables } from 'idemkit/hono';
-import { delay, port, storeFromUrl, tenantOf } from './store.js';
+import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 const app = new Hono<{ Variables: IdempotencyVariables & { tenant: string } }>();
 app.use('*', async (c, next) => {
@@ -12,7 +12,7 @@ app.use('*', async (c, next) => {
   c.set('tenant', tenant);
   await next();
 });
-app.use('/charges', idempotency({ store: await storeFromUrl(), scope: (c) => c.get('tenant') as string }));
+app.use('/charges', idempotency({ store: await storeFromUrl(), scope: (c) => c.get('tenant') as string, leaseMs }));
 
 app.post('/charges', async (c) => {
   const fields = await c.req.json().catch(() => undefined);

@@ -1,5 +1,7 @@
 // Picks the store named by STORE_URL:
 //   sqlite:/path/file.db (default: a temp file) · memory: · postgres://… · redis://… · mysql://…
+// STORE_TABLE names the PostgreSQL/MySQL table and STORE_PREFIX the Redis key prefix (defaults:
+// the stores' own), so several runs can share one server without sharing records.
 // Drivers are loaded only for the store asked for, so the SQLite quickstart needs no server driver.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,19 +21,19 @@ export async function storeFromUrl(url = process.env.STORE_URL): Promise<Idempot
     const { postgresStore } = await import('idemkit/stores/postgres');
     const pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: 2_000 });
     pool.on('error', (error) => console.error('postgres: idle connection lost', error.message)); // pg would crash otherwise
-    const store = postgresStore({ pool });
+    const store = postgresStore({ pool, ...(process.env.STORE_TABLE ? { table: process.env.STORE_TABLE } : {}) });
     await store.migrate();
     return store;
   }
   if (/^rediss?:\/\//.test(url)) {
     const { Redis } = await import('ioredis');
     const { redisStore } = await import('idemkit/stores/redis');
-    return redisStore({ client: new Redis(url) });
+    return redisStore({ client: new Redis(url), ...(process.env.STORE_PREFIX ? { prefix: process.env.STORE_PREFIX } : {}) });
   }
   if (/^(mysql|mariadb):\/\//.test(url)) {
     const mysql = await import('mysql2/promise');
     const { mysqlStore } = await import('idemkit/stores/mysql');
-    const store = mysqlStore({ pool: mysql.createPool(url.replace(/^mariadb:/, 'mysql:')) });
+    const store = mysqlStore({ pool: mysql.createPool(url.replace(/^mariadb:/, 'mysql:')), ...(process.env.STORE_TABLE ? { table: process.env.STORE_TABLE } : {}) });
     await store.migrate();
     return store;
   }
@@ -44,4 +46,6 @@ export function tenantOf(authorization: string | null | undefined): string | und
 }
 
 export const port = Number(process.env.PORT ?? 3000);
+/** LEASE_MS: a short lease, so `idemkit check --lease-ms` can observe it (default: the library's 30 s). */
+export const leaseMs = process.env.LEASE_MS ? Number(process.env.LEASE_MS) : undefined;
 export const delay = () => new Promise((resolve) => setTimeout(resolve, Number(process.env.DELAY_MS ?? 0)));

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { serve } from '@hono/node-server';
 import { withIdempotency } from 'idemkit/web';
-import { delay, port, storeFromUrl, tenantOf } from './store.js';
+import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 const charges = withIdempotency(
   async (request, ctx) => {
@@ -14,7 +14,7 @@ const charges = withIdempotency(
     await delay();
     return Response.json({ id: randomUUID(), ...fields }, { status: 201 });
   },
-  { store: await storeFromUrl(), scope: (request) => tenantOf(request.headers.get('authorization')) ?? '' },
+  { store: await storeFromUrl(), scope: (request) => tenantOf(request.headers.get('authorization')) ?? '', leaseMs },
 );
 
 const server = serve({ port, hostname: '127.0.0.1', fetch: (request) => {
