@@ -298,8 +298,27 @@ function sqliteValue(value: unknown): unknown {
   return value;
 }
 
+// Prepared statements per Database, reused: the guards send the same few texts over and over.
+const statementCaches = new WeakMap<SqliteDatabaseLike, Map<string, SqliteStatementLike>>();
+const STATEMENT_CACHE_SIZE = 200;
+
+function prepared(db: SqliteDatabaseLike, sql: string): SqliteStatementLike {
+  let cache = statementCaches.get(db);
+  if (!cache) statementCaches.set(db, (cache = new Map()));
+  let stmt = cache.get(sql);
+  if (stmt) {
+    // Most recently used last, so the oldest is the first key.
+    cache.delete(sql);
+  } else {
+    stmt = db.prepare(sql);
+    if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  }
+  cache.set(sql, stmt);
+  return stmt;
+}
+
 function sqliteRun<Row>(db: SqliteDatabaseLike, sql: string, params?: readonly unknown[]): SqlResult<Row> {
-  const stmt = db.prepare(sql);
+  const stmt = prepared(db, sql);
   const values = (params ?? []).map(sqliteValue);
   if (stmt.reader) {
     const rows = stmt.all(...values) as Row[];
