@@ -6,8 +6,9 @@
  */
 import type { SqlExecutor } from 'idemkit/patterns';
 import { consumeOnce } from 'idemkit/messaging';
+import { ORDER_STATES } from './orders.js';
 import type { TableNames } from './schema.js';
-import { retryOnVersionConflict, transition, versionedUpdate, VersionConflictError } from './guards.js';
+import { retryOnVersionConflict, transition, versionedUpdate } from 'idemkit/patterns';
 
 export const SHIPPING_CONSUMER = 'shipping';
 
@@ -19,7 +20,7 @@ export interface OrderPaid {
 /** The consumer's writes, inside the transaction that also records the message id. */
 export async function shipInTx(tx: SqlExecutor, t: TableNames, orderId: string): Promise<'shipped' | 'not-paid'> {
   // The state machine is a second guard: a message for an order that is not PAID changes nothing.
-  const moved = await transition(tx, { table: t.orders, where: { id: orderId }, from: 'PAID', to: 'SHIPPED', set: { shipped_at: Date.now() } });
+  const moved = await transition(tx, { table: t.orders, where: { id: orderId }, from: 'PAID', to: 'SHIPPED', set: { shipped_at: Date.now() }, machine: ORDER_STATES });
   if (!moved.changed) return 'not-paid';
   const order = (await tx.query<{ sku: string; quantity: number }>(`SELECT sku, quantity FROM ${t.orders} WHERE id = ?`, [orderId])).rows[0]!;
   await commitStock(tx, t, order.sku, Number(order.quantity));
@@ -37,7 +38,7 @@ async function commitStock(tx: SqlExecutor, t: TableNames, sku: string, quantity
         expected: Number(inv.version),
         set: { reserved: Number(inv.reserved) - quantity, sold: Number(inv.sold) + quantity },
       });
-      if (!result.updated) throw new VersionConflictError(`inventory ${sku} changed underneath`);
+      return result; // updated: false is a conflict: retryOnVersionConflict re-reads and tries again
     },
     { retries: 20 },
   );

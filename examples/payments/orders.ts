@@ -6,9 +6,12 @@
 import { randomUUID } from 'node:crypto';
 import type { SqlExecutor } from 'idemkit/patterns';
 import type { TableNames } from './schema.js';
-import { insertOnce, retryOnVersionConflict, versionedUpdate, VersionConflictError } from './guards.js';
+import { insertOnce, retryOnVersionConflict, stateMachine, versionedUpdate } from 'idemkit/patterns';
 import type { Answer } from './problem.js';
 import { problem, ProblemError } from './problem.js';
+
+/** The order's lifecycle: every status change goes through `transition(…, { machine })`. */
+export const ORDER_STATES = stateMachine({ UNPAID: ['PAID'], PAID: ['SHIPPED'], SHIPPED: [] });
 
 export interface OrderRow {
   id: string;
@@ -86,7 +89,7 @@ async function reserve(tx: SqlExecutor, t: TableNames, sku: string, quantity: nu
         expected: Number(inv.version),
         set: { available: Number(inv.available) - quantity, reserved: Number(inv.reserved) + quantity },
       });
-      if (!result.updated) throw new VersionConflictError(`inventory ${sku} changed underneath`);
+      return result; // updated: false is a conflict: retryOnVersionConflict re-reads and tries again
     },
     { retries: 20 },
   );

@@ -15,7 +15,7 @@
 import { openDb } from './db.js';
 import { startRelay } from './queue.js';
 import { buildService } from './service.js';
-import { completer } from './completer.js';
+import { paymentsCompleter } from './completer.js';
 
 const env = process.env;
 const port = Number(env.PORT ?? 3000);
@@ -25,7 +25,7 @@ const db = await openDb(env.DATABASE_URL ?? 'sqlite:payments.db', env.TABLE_PREF
 await db.migrate();
 
 const onError = (error: unknown) => console.error('payments:', error instanceof Error ? error.message : error);
-const { app, pay } = await buildService({
+const { app, phases } = await buildService({
   db,
   channelUrl,
   notifyUrl: env.NOTIFY_URL ?? `http://127.0.0.1:${port}/callbacks/channel`,
@@ -42,14 +42,11 @@ const relay = await startRelay({
   broken: env.BROKEN === 'consumer',
   onError,
 });
-const completion = completer({
-  db: db.sql,
-  t: db.t,
-  store: db.store,
-  pay,
+const completion = paymentsCompleter({
+  db,
+  phases,
   channelUrl,
   leaseMs,
-  windowMs: 86_400_000,
   queryAfterMs: Number(env.QUERY_AFTER_MS ?? 5_000),
   onError,
 });

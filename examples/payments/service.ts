@@ -17,8 +17,8 @@ import { verifyWebhook, WebhookVerificationError } from 'idemkit/messaging';
 import type { PaymentsDb } from './db.js';
 import { createOrder, orderView } from './orders.js';
 import type { OrderRow } from './orders.js';
-import type { PayState } from './pay.js';
-import { payer } from './pay.js';
+import type { PayPhases } from './pay.js';
+import { payPhases } from './pay.js';
 import type { Answer } from './problem.js';
 import { crashAt, problem, ProblemError } from './problem.js';
 import type { ChargeSucceeded } from './settle.js';
@@ -51,7 +51,7 @@ function send(reply: FastifyReply, answer: Answer): FastifyReply {
 
 const die = () => process.kill(process.pid, 'SIGKILL');
 
-export async function buildService(config: ServiceConfig): Promise<{ app: FastifyInstance; pay: ReturnType<typeof payer> }> {
+export async function buildService(config: ServiceConfig): Promise<{ app: FastifyInstance; phases: PayPhases }> {
   const { db } = config;
   const { t } = db;
   const app = Fastify();
@@ -61,7 +61,7 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
     const status = (error as { statusCode?: number }).statusCode ?? 500;
     return send(reply, problem(status, status >= 500 ? 'internal' : 'bad-request', status >= 500 ? 'Internal error' : 'Bad request', (error as Error).message));
   });
-  const pay = payer({ db: db.sql, t, channelUrl: config.channelUrl, notifyUrl: config.notifyUrl, channelTimeoutMs: config.channelTimeoutMs });
+  const phases = payPhases({ db, channelUrl: config.channelUrl, notifyUrl: config.notifyUrl, channelTimeoutMs: config.channelTimeoutMs });
   const common = { store: db.store, leaseMs: config.leaseMs, scope: (request: FastifyRequest) => request.tenant };
 
   // Authentication runs before the idempotency hooks: a 401 never claims a key.
@@ -97,16 +97,17 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
     await api.register(idempotency, common);
     api.post<{ Params: { id: string } }>('/orders/:id/pay', async (request, reply) => {
       const ctx = request.idempotency!;
-      const answer = await pay({
-        scope: ctx.scope,
-        key: ctx.key,
-        orderId: request.params.id,
-        resume: ctx.resumeFrom ? (ctx.recoveryData as PayState) : undefined,
-        resumeFrom: ctx.resumeFrom,
-        checkpoint: (point, data) => ctx.checkpoint(point, data),
-      });
-      if (answer.invalid) ctx.discard();
-      return send(reply, answer);
+      if (!ctx.resumeFrom) {
+        const order = (await db.sql.query<OrderRow>(`SELECT * FROM ${t.orders} WHERE id = ? AND tenant = ?`, [request.params.id, request.tenant])).rows[0];
+        if (!order) {
+          ctx.discard(); // nothing happened: the key stays free
+          return send(reply, problem(404, 'order-not-found', 'Order not found', `No order ${request.params.id}.`));
+        }
+        if (order.status !== 'UNPAID') return send(reply, { status: 200, body: { orderId: order.id, status: order.status } });
+      }
+      // On a take-over, run() resumes after the recorded phase with the recorded input.
+      const result = await phases.run(ctx, { orderId: request.params.id });
+      return send(reply, { status: 202, body: result });
     });
     api.get<{ Params: { id: string } }>('/orders/:id', async (request, reply) => {
       const row = (await db.sql.query<OrderRow>(`SELECT * FROM ${t.orders} WHERE id = ? AND tenant = ?`, [request.params.id, request.tenant])).rows[0];
@@ -133,5 +134,5 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
   });
 
   app.get('/health', async () => ({ ok: true }));
-  return { app, pay };
+  return { app, phases };
 }

@@ -9,7 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import type { SqlExecutor } from 'idemkit/patterns';
 import type { TableNames } from './schema.js';
-import { insertOnce, transition } from './guards.js';
+import { insertOnce, transition } from 'idemkit/patterns';
+import { ORDER_STATES } from './orders.js';
 import { crashPoint } from './problem.js';
 
 export interface ChargeSucceeded {
@@ -35,7 +36,7 @@ export function settle(db: SqlExecutor, t: TableNames, charge: ChargeSucceeded):
       await mark('REJECTED'); // kept, so reconciliation sees money we could not match
       return 'rejected';
     }
-    const moved = await transition(tx, { table: t.orders, where: { id: charge.orderId }, from: 'UNPAID', to: 'PAID', set: { paid_at: now } });
+    const moved = await transition(tx, { table: t.orders, where: { id: charge.orderId }, from: 'UNPAID', to: 'PAID', set: { paid_at: now }, machine: ORDER_STATES });
     if (!moved.changed) {
       // A second, different channel transaction for a paid order: money to refund, never a second PAID.
       await mark('SECOND_PAYMENT');
