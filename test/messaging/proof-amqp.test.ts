@@ -45,7 +45,7 @@ describe.skipIf(!available)('proof: RabbitMQ consumer crashes, every effect exac
     await t?.close();
   });
 
-  it('1000 messages × 1–3 deliveries, 6 consumer kills', { timeout: 90_000 }, async () => {
+  it('1000 messages × 1–3 deliveries, 6 consumer kills', { timeout: 180_000 }, async () => {
     const started = Date.now();
     const { deliveries } = plan(1000);
     for (const id of deliveries) channel.sendToQueue(queue, Buffer.from(`payload of ${id}`), { messageId: id });

@@ -75,7 +75,7 @@ describe.skipIf(!available)('proof: NATS JetStream consumer crashes, every effec
     await until('the duplicate window to pass', async () => !(await natsPublishOnce(js, `${stream}.probe`, 'p', probe)).duplicate, 10_000);
   }
 
-  it('1000 messages × 1–3 deliveries, 6 consumer kills', { timeout: 90_000 }, async () => {
+  it('1000 messages × 1–3 deliveries, 6 consumer kills', { timeout: 180_000 }, async () => {
     const started = Date.now();
     const { copies, deliveries } = plan(1000);
     const ids = [...copies.keys()];
