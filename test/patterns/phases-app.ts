@@ -4,11 +4,14 @@
  * `crash` names the point where the process SIGKILLs itself (the server sets it; the completer never).
  */
 import Database from 'better-sqlite3';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { definePhases } from '../../src/patterns/phases.js';
 import { sqlExecutor } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
+import type { MysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import type { PostgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
@@ -31,7 +34,7 @@ export interface CheckoutInput {
 }
 
 export interface CheckoutBackend {
-  readonly store: (SqliteStore | PostgresStore) & IdempotencyStore;
+  readonly store: (SqliteStore | PostgresStore | MysqlStore) & IdempotencyStore;
   /** Outside any transaction: for counting. */
   readonly db: SqlExecutor;
   migrate(): Promise<void>;
@@ -39,7 +42,7 @@ export interface CheckoutBackend {
   close(): Promise<void>;
 }
 
-/** `sqlite:/file` or `postgres://…`; `name` suffixes every table. */
+/** `sqlite:/file`, `postgres://…` or `mysql://…`; `name` suffixes every table. */
 export async function openCheckoutBackend(url: string, name: string): Promise<CheckoutBackend> {
   if (url.startsWith('sqlite:')) {
     const database = new Database(url.slice('sqlite:'.length), { timeout: 5000 });
@@ -58,6 +61,23 @@ export async function openCheckoutBackend(url: string, name: string): Promise<Ch
       async close() {
         database.close();
       },
+    };
+  }
+  if (url.startsWith('mysql://')) {
+    const pool = mysql.createPool({ uri: url, connectionLimit: 5 });
+    const store = mysqlStore({ pool, table: `idem_${name}` });
+    return {
+      store,
+      db: sqlExecutor(pool as never),
+      async migrate() {
+        await store.migrate();
+        await pool.query(`CREATE TABLE IF NOT EXISTS orders_${name} (\`key\` VARCHAR(64) NOT NULL, amount INT NOT NULL, charged INT NOT NULL, charge_id VARCHAR(64))`);
+        await pool.query(`CREATE TABLE IF NOT EXISTS jobs_${name} (\`key\` VARCHAR(64) NOT NULL, charge_id VARCHAR(64) NOT NULL)`);
+      },
+      async drop() {
+        for (const table of [`orders_${name}`, `jobs_${name}`, `idem_${name}`]) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+      },
+      close: () => pool.end(),
     };
   }
   const pool = new pg.Pool({ connectionString: url, max: 5 });
@@ -81,15 +101,17 @@ export async function openCheckoutBackend(url: string, name: string): Promise<Ch
 }
 
 /** The phases. No unique index on purpose: a phase that ran twice would show as a second row. */
-export function checkoutPhases(options: { readonly name: string; readonly foreignUrl: string; readonly crash?: CrashPoint }) {
+export function checkoutPhases(options: { readonly name: string; readonly foreignUrl: string; readonly dialect: string; readonly crash?: CrashPoint }) {
   const { name, foreignUrl, crash } = options;
   const die = (point: CrashPoint) => {
     if (crash === point) process.kill(process.pid, 'SIGKILL');
   };
   const joined = (tx: unknown) => sqlExecutor(tx as never, { joined: true });
+  // `key` is a reserved word in MySQL; quoted the same way (ANSI double quotes) elsewhere.
+  const q = (column: string) => (options.dialect === 'mysql' ? `\`${column}\`` : `"${column}"`);
   return definePhases<CheckoutInput>('checkout')
     .phase('order_created', async ({ tx, key, input }) => {
-      await joined(tx).query(`INSERT INTO orders_${name} (key, amount, charged) VALUES (?, ?, 0)`, [key, input.amount]);
+      await joined(tx).query(`INSERT INTO orders_${name} (${q('key')}, amount, charged) VALUES (?, ?, 0)`, [key, input.amount]);
       die('order_created');
       return { order: key };
     })
@@ -105,12 +127,12 @@ export function checkoutPhases(options: { readonly name: string; readonly foreig
       return { chargeId: charge.id };
     })
     .phase('order_charged', async ({ tx, key, data }) => {
-      await joined(tx).query(`UPDATE orders_${name} SET charged = charged + 1, charge_id = ? WHERE key = ?`, [data.charged.chargeId, key]);
+      await joined(tx).query(`UPDATE orders_${name} SET charged = charged + 1, charge_id = ? WHERE ${q('key')} = ?`, [data.charged.chargeId, key]);
       die('order_charged');
       return null;
     })
     .phase('finished', async ({ tx, key, data }) => {
-      await joined(tx).query(`INSERT INTO jobs_${name} (key, charge_id) VALUES (?, ?)`, [key, data.charged.chargeId]);
+      await joined(tx).query(`INSERT INTO jobs_${name} (${q('key')}, charge_id) VALUES (?, ?)`, [key, data.charged.chargeId]);
       die('finished');
       return { order: data.order_created.order, charge: data.charged.chargeId };
     });

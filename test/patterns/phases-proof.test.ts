@@ -5,6 +5,7 @@
  * the crash, and the requests are recovered by client retries, by the completer, or by both racing.
  * Afterwards every request happened exactly once: one order row, charged once, one job, and one
  * charge at the foreign service (which counts effects per idempotency key); every record replays.
+ * On SQLite (a file shared by the processes), PostgreSQL and MariaDB.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { completer } from '../../src/patterns/completer.js';
 import { foreignKeyFor } from '../../src/patterns/phases.js';
 import { killAll, startServer } from '../proof/spawn.js';
-import { POSTGRES, requireService } from '../support/services.js';
+import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 import type { ForeignService } from './foreign-service.js';
 import { startForeignService } from './foreign-service.js';
 import type { CheckoutBackend, CrashPoint } from './phases-app.js';
@@ -27,6 +28,7 @@ const REQUESTS = 5;
 
 const backends: Array<[string, string]> = [['sqlite', `sqlite:${join(dir, 'phases.db')}`]];
 if (await requireService(POSTGRES)) backends.push(['postgres', 'postgres://postgres@127.0.0.1:5432/test']);
+if (await requireService(MARIADB)) backends.push(['mysql', 'mysql://root@127.0.0.1:3306/test']);
 
 let foreign: ForeignService;
 beforeAll(async () => {
@@ -83,11 +85,12 @@ describe.each(backends)('recovery phases on %s', (_label, url) => {
   }
 
   async function assertExactlyOnce(key: string, body: { order: string; charge: string }): Promise<void> {
-    const orders = await backend.db.query<{ charged: number; charge_id: string }>(`SELECT charged, charge_id FROM orders_${name} WHERE key = ?`, [key]);
+    const column = backend.db.dialect === 'mysql' ? '`key`' : '"key"';
+    const orders = await backend.db.query<{ charged: number; charge_id: string }>(`SELECT charged, charge_id FROM orders_${name} WHERE ${column} = ?`, [key]);
     expect(orders.rows, `order rows of ${key}`).toHaveLength(1);
     expect(Number(orders.rows[0]!.charged), `times ${key} was marked charged`).toBe(1);
     expect(orders.rows[0]!.charge_id).toBe(body.charge);
-    const jobs = await backend.db.query<{ charge_id: string }>(`SELECT charge_id FROM jobs_${name} WHERE key = ?`, [key]);
+    const jobs = await backend.db.query<{ charge_id: string }>(`SELECT charge_id FROM jobs_${name} WHERE ${column} = ?`, [key]);
     expect(jobs.rows.map((r) => r.charge_id), `jobs of ${key}`).toEqual([body.charge]);
     expect(foreign.effects.get(foreignKeyFor(SCOPE, key, 'charged')), `foreign charges of ${key}`).toBe(1);
     expect(body.order).toBe(key);
@@ -115,7 +118,7 @@ describe.each(backends)('recovery phases on %s', (_label, url) => {
       const newCompleter = () =>
         completer({
           store: backend.store,
-          phases: checkoutPhases({ name, foreignUrl: foreign.url }),
+          phases: checkoutPhases({ name, foreignUrl: foreign.url, dialect: backend.db.dialect }),
           response: (result) => ({ status: 201, body: result }),
           leaseMs: LEASE_MS,
           batchSize: 1000,

@@ -11,7 +11,7 @@ import { SCOPE, checkoutPhases, openCheckoutBackend } from './phases-app.js';
 const env = process.env;
 const backend = await openCheckoutBackend(env.STORE_URL!, env.NAME!);
 const crash = (env.CRASH || undefined) as CrashPoint | undefined;
-const checkout = checkoutPhases({ name: env.NAME!, foreignUrl: env.FOREIGN_URL!, crash });
+const checkout = checkoutPhases({ name: env.NAME!, foreignUrl: env.FOREIGN_URL!, dialect: backend.db.dialect, crash });
 
 const app = Fastify();
 await app.register(idempotency, { store: backend.store, leaseMs: Number(env.LEASE_MS ?? 30_000), scope: () => SCOPE });
