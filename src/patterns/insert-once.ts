@@ -5,6 +5,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { RowVanishedError } from './errors.js';
 import { entries, table as tableName, column } from './identifiers.js';
+import { rejectUnknown } from '../core/validate.js';
 import { sqlExecutor } from './sql.js';
 import type { SqlDatabase, SqlExecutor } from './sql.js';
 
@@ -44,6 +45,7 @@ export async function insertOnce<Row = Record<string, unknown>>(
   const x = sqlExecutor(db);
   const d = x.dialect;
   if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
+  rejectUnknown(options, ['table', 'values', 'conflict'], '');
   const table = tableName('table', options.table, d);
   const values = entries('values', options.values, d);
   if (!Array.isArray(options.conflict) || options.conflict.length === 0) {

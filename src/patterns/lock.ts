@@ -4,7 +4,7 @@
  * check (transition, insertOnce): see docs/patterns.md, "A lock is not idempotency".
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption } from '../core/validate.js';
+import { integerOption, rejectUnknown } from '../core/validate.js';
 import { checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
 import type { RedisCaller } from './redis.js';
 
@@ -48,6 +48,7 @@ return 0`);
 export function redisLock(redis: RedisCaller, options: RedisLockOptions): RedisLock {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
+  rejectUnknown(options, ['prefix'], '');
   const keys = (name: string) => {
     // The braces make the lock and its fence one hash slot, so the script also runs on a Cluster.
     const base = `${prefix}{${name}}`;

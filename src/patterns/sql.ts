@@ -4,7 +4,7 @@
  * are declared here.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { booleanOption } from '../core/validate.js';
+import { booleanOption, rejectUnknown } from '../core/validate.js';
 import { gateFor } from '../stores/sqlite-gate.js';
 
 export type SqlDialect = 'postgres' | 'sqlite' | 'mysql';
@@ -93,6 +93,7 @@ export type SqlDatabase = PgPoolLike | PgClientLike | SqliteDatabaseLike | Mysql
 /** Accepts a pg Pool or client, a better-sqlite3 Database, a mysql2/promise Pool or connection. */
 export function sqlExecutor(db: SqlDatabase | SqlExecutor, options?: SqlExecutorOptions): SqlExecutor {
   if (isExecutor(db)) return db;
+  if (options !== undefined) rejectUnknown(options, ['joined'], '');
   const joined = booleanOption('joined', options?.joined, false);
   const d = db as unknown as Record<string, unknown>;
   if (!d || typeof d !== 'object') throw new InvalidOptionError('db', 'expected a pg Pool or client, a better-sqlite3 Database or a mysql2/promise Pool or connection');

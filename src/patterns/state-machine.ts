@@ -6,6 +6,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { IllegalTransitionError, InvalidStateMachineError, UnknownStateError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
+import { rejectUnknown } from '../core/validate.js';
 import { sqlExecutor } from './sql.js';
 import type { SqlDatabase, SqlExecutor } from './sql.js';
 
@@ -102,6 +103,7 @@ export async function transition<S extends string = string>(
   options: TransitionOptions<S>,
 ): Promise<TransitionResult<S>> {
   if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
+  rejectUnknown(options, ['table', 'where', 'column', 'from', 'to', 'set', 'machine'], '');
   const { machine, to } = options;
   if (machine !== undefined && (typeof machine !== 'object' || typeof machine.assert !== 'function')) {
     throw new InvalidOptionError('machine', 'expected a stateMachine(...)');

@@ -4,7 +4,7 @@
  * gets the token's value.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption } from '../core/validate.js';
+import { integerOption, rejectUnknown } from '../core/validate.js';
 import { TOKEN_SHAPE, checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
 import type { RedisCaller } from './redis.js';
 
@@ -34,6 +34,7 @@ return v`);
 export function oneTimeTokens(redis: RedisCaller, options: OneTimeTokensOptions): OneTimeTokens {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
+  rejectUnknown(options, ['prefix', 'consumeWith'], '');
   const mode = options.consumeWith ?? 'auto';
   if (mode !== 'auto' && mode !== 'getdel' && mode !== 'script') {
     throw new InvalidOptionError('consumeWith', `expected 'auto', 'getdel' or 'script', got ${JSON.stringify(mode)}`);

@@ -4,7 +4,7 @@
  * again, a bounded number of times.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption } from '../core/validate.js';
+import { integerOption, rejectUnknown } from '../core/validate.js';
 import { VersionConflictError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
 import { sqlExecutor } from './sql.js';
@@ -31,6 +31,7 @@ export type VersionedUpdateResult =
 /** `UPDATE … SET …, version = version + 1 WHERE <where> AND version = :expected`. */
 export async function versionedUpdate(db: SqlDatabase | SqlExecutor, options: VersionedUpdateOptions): Promise<VersionedUpdateResult> {
   if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
+  rejectUnknown(options, ['table', 'where', 'versionColumn', 'expected', 'set'], '');
   const x = sqlExecutor(db);
   const d = x.dialect;
   const table = tableName('table', options.table, d);
@@ -80,6 +81,7 @@ export async function retryOnVersionConflict<T>(
 ): Promise<T> {
   if (typeof attempt !== 'function') throw new InvalidOptionError('attempt', 'expected a function');
   if (options === undefined || options.retries === undefined) throw new InvalidOptionError('retries', 'is required (how many times to re-read and re-apply)');
+  rejectUnknown(options, ['retries', 'maxBackoffMs'], '');
   const retries = integerOption('retries', options.retries, 0, 0);
   const maxBackoffMs = integerOption('maxBackoffMs', options.maxBackoffMs, 50, 0);
   let last: unknown;

@@ -129,6 +129,7 @@ export function describeGuards(name: string, available: boolean, open: () => Tes
         await bad({ table, values: { a: 1 }, conflict: ['b'] }, 'conflict');
         await bad({ table, values: { a: 1 }, conflict: ['1a'] }, 'conflict[0]');
         await bad({ table, values: { a: null }, conflict: ['a'] }, 'conflict');
+        await bad({ table, values: { a: 1 }, conflict: ['a'], onConflict: 'ignore' }, 'onConflict');
       });
     });
 
@@ -190,6 +191,7 @@ export function describeGuards(name: string, available: boolean, open: () => Tes
         await bad({ table, where: { id: 1 }, from: 'A', to: 'B', column: 'st-ate' }, 'column');
         await bad({ table, where: { id: 1 }, from: 'A', to: 'B', set: { status: 'C' } }, 'set');
         await bad({ table, where: { id: 1 }, from: 'A' }, 'to');
+        await bad({ table, where: { id: 1 }, from: 'A', to: 'B', sets: { a: 1 } }, 'sets');
       });
     });
 
@@ -259,6 +261,8 @@ export function describeGuards(name: string, available: boolean, open: () => Tes
         await bad({ table, where: { id: 1 }, expected: 1, set: { version: 3 } }, 'set');
         await bad({ table, where: { id: 1 }, expected: 1, set: { a: 1 }, versionColumn: 'v v' }, 'versionColumn');
         await bad({ table, where: { id: 1 }, expected: 1 }, 'set');
+        await bad({ table, where: { id: 1 }, expected: 1, set: {}, version: 'v' }, 'version');
+        await expect(retryOnVersionConflict(async () => 1, { retries: 1, retry: 3 } as never)).rejects.toThrow(/`retry`/);
         await expect(retryOnVersionConflict(async () => 1, { retries: -1 })).rejects.toThrow(/`retries`/);
         await expect(retryOnVersionConflict(async () => 1, {} as never)).rejects.toThrow(/`retries`/);
       });

@@ -94,6 +94,7 @@ describe.skipIf(!available)('Redis guards', () => {
       expect(() => oneTimeTokens({} as never, { prefix: 'p:' })).toThrow(/`redis`/);
       expect(() => oneTimeTokens(client(), { prefix: '' })).toThrow(/`prefix`/);
       expect(() => oneTimeTokens(client(), { prefix: 'p:', consumeWith: 'lua' as never })).toThrow(/`consumeWith`/);
+      expect(() => oneTimeTokens(client(), { prefix: 'p:', ttlMs: 5 } as never)).toThrow(/`ttlMs`/);
       const tokens = oneTimeTokens(client(), { prefix: `${PREFIX}bad:` });
       await expect(tokens.issue(0)).rejects.toThrow(InvalidOptionError);
       await expect(tokens.issue(1.5)).rejects.toThrow(/`ttlMs`/);
@@ -168,6 +169,7 @@ describe.skipIf(!available)('Redis guards', () => {
     it('refuses bad options, naming them', async () => {
       expect(() => redisLock(null as never, { prefix: 'p:' })).toThrow(/`redis`/);
       expect(() => redisLock(client(), {} as never)).toThrow(/`prefix`/);
+      expect(() => redisLock(client(), { prefix: 'p:', ttl: 5 } as never)).toThrow(/`ttl`/);
       const lock = redisLock(client(), { prefix: `${PREFIX}lock:` });
       await expect(lock.acquire('', 1000)).rejects.toThrow(/`name`/);
       await expect(lock.acquire('x', 0)).rejects.toThrow(/`ttlMs`/);

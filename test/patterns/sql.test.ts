@@ -28,6 +28,7 @@ describe('sqlExecutor options', () => {
     expect(() => sqlExecutor(fakePgPool as never, { joined: true })).toThrow(/`joined`/);
     const { db, cleanup } = sqliteFile();
     expect(() => sqlExecutor(db, { joined: 'yes' as never })).toThrow(/`joined`/);
+    expect(() => sqlExecutor(db, { join: true } as never)).toThrow(/`join`/);
     cleanup();
   });
 });
