@@ -28,11 +28,22 @@ export interface SendOptions {
 }
 
 /** Sends one request and reads the whole answer, or rejects with a CheckRequestError within timeoutMs. */
-export function send(request: HttpRequest, options: SendOptions): Promise<HttpAnswer> {
+export async function send(request: HttpRequest, options: SendOptions): Promise<HttpAnswer> {
   const held = open(request, options);
   held.release();
-  return held.answer;
+  try {
+    return await held.answer;
+  } catch (error) {
+    // A kept-alive socket the server closed while idle: the request never reached it (node's
+    // documented case for one retry).
+    if (!(error instanceof StaleSocketError)) throw error;
+    const again = open(request, options);
+    again.release();
+    return again.answer;
+  }
 }
+
+class StaleSocketError extends CheckRequestError {}
 
 /** A request written up to its last body byte; `release` writes that byte. */
 export interface HeldRequest {
@@ -66,6 +77,7 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
   let timer: NodeJS.Timeout | undefined;
   let released = false;
   let early = false;
+  let answered = false;
   let resolveWritten!: () => void;
   const written = new Promise<void>((resolve) => (resolveWritten = resolve));
   const answer = new Promise<HttpAnswer>((resolve, reject) => {
@@ -79,8 +91,12 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
       () => fail(new CheckRequestError('timeout', `no answer within ${options.timeoutMs} ms (${request.method} ${request.url.href})`)),
       options.timeoutMs,
     );
-    req.on('error', (error: NodeJS.ErrnoException) => fail(classify(error, request)));
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      if (req.reusedSocket && error.code === 'ECONNRESET' && !answered) return fail(new StaleSocketError('network', error.message, { cause: error }));
+      fail(classify(error, request));
+    });
     req.on('response', (res) => {
+      answered = true;
       if (!released) early = true;
       resolveWritten();
       const chunks: Buffer[] = [];
@@ -98,6 +114,9 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
       });
     });
   });
+  // A failure before anyone awaits the answer (the race awaits every request's barrier first)
+  // must not surface as an unhandled rejection; whoever awaits `answer` still gets it.
+  answer.catch(() => {});
   const head = body.subarray(0, Math.max(0, body.length - 1));
   if (head.length > 0) {
     req.write(head, () => resolveWritten());

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseCheckArgs } from '../../src/check/args.js';
-import { CheckConfigError, runCheck, TargetUnreachableError } from '../../src/check/index.js';
-import { startHanging } from './broken-servers.js';
+import { CASE_IDS, CheckConfigError, runCheck, TargetUnreachableError } from '../../src/check/index.js';
+import { startHanging, startHangingAfterFirst } from './broken-servers.js';
 import { runCli } from './cli.js';
 
 /** A port nobody listens on: bound once, then released. */
@@ -74,6 +74,21 @@ describe('the CLI', () => {
 });
 
 describe('runCheck and the flags', () => {
+  it('a server that stops answering mid-run: each case FAILs on its timeout and the deadline ends the run', async () => {
+    const target = await startHangingAfterFirst();
+    try {
+      const report = await runCheck({ url: target.url, timeoutMs: 200, deadlineMs: 1500, concurrency: 10 });
+      expect(report.ok).toBe(false);
+      expect(report.cases[0]).toMatchObject({ id: 'replay', verdict: 'FAIL', message: expect.stringMatching(/no answer within 200 ms/) });
+      // Every case is accounted for: failed on a timeout, or skipped once the deadline passed.
+      expect(report.cases.map((c) => c.id)).toEqual(CASE_IDS);
+      expect(report.cases.filter((c) => c.verdict === 'SKIP').every((c) => c.message === 'the run deadline had passed' || c.tier === 'PROFILE')).toBe(true);
+      expect(report.cases.some((c) => c.message === 'the run deadline had passed')).toBe(true);
+    } finally {
+      await target.close();
+    }
+  });
+
   const dir = mkdtempSync(join(tmpdir(), 'idemkit-check-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -94,3 +94,18 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on('error', reject);
   });
 }
+
+/** Answers the first request (201, a fresh id) and then never answers again. */
+export async function startHangingAfterFirst(): Promise<Running> {
+  let answered = false;
+  return listen(
+    createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (answered) return;
+        answered = true;
+        res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: randomUUID() }));
+      });
+    }),
+  );
+}
