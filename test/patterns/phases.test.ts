@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Hono } from 'hono';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { InvalidOptionError, LeaseLostError } from '../../src/core/errors.js';
 import type { FencedTransaction } from '../../src/core/engine.js';
 import type { Claim, RecordRef } from '../../src/core/store.js';
@@ -110,6 +110,13 @@ describe('a phases definition', () => {
   it('resumed at its last phase, runs nothing and returns the recorded result', async () => {
     const result = await two.run(fakeHost('b', { phases: 'two', input: { n: 1 }, data: { a: 1, b: 2 } }));
     expect(result).toBe(2);
+  });
+
+  it('types each output for the phases after it, and run() as the last output', () => {
+    const typed = definePhases<{ a: number }>('typed')
+      .phase('one', () => ({ v: 1 }))
+      .foreign('two', ({ data, foreignKey }) => ({ v: data.one.v, foreignKey }));
+    expectTypeOf(typed.run).returns.resolves.toEqualTypeOf<{ v: number; foreignKey: string }>();
   });
 
   it('derives one stable, opaque foreign key per scope, key and phase', () => {
