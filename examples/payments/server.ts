@@ -12,6 +12,7 @@
  *   SEED           seed of the queue's duplicate deliveries
  *   BROKEN         consumer: consume without dedup (for the test that reconciliation catches it)
  */
+import { reapProcessed } from 'idemkit/messaging';
 import { openDb } from './db.js';
 import { startRelay } from './queue.js';
 import { buildService } from './service.js';
@@ -51,12 +52,20 @@ const completion = paymentsCompleter({
   onError,
 });
 const timer = setInterval(() => void completion.run(), Number(env.COMPLETER_MS ?? 500));
+// Dedup records must expire (anti-pattern "no expiry"): idempotency keys after their 24 h window,
+// processed-message ids after consumeOnce's retention.
+const reaper = setInterval(() => {
+  db.store.reap().catch(onError);
+  reapProcessed(db.sql, { table: db.t.processed }).catch(onError);
+}, 60_000);
+reaper.unref();
 
 const address = await app.listen({ port, host: '127.0.0.1' });
 console.log(`payments listening on ${address}`);
 
 const shutdown = async () => {
   clearInterval(timer);
+  clearInterval(reaper);
   await app.close();
   await relay.stop();
   await db.close();

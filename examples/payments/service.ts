@@ -62,7 +62,14 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
     return send(reply, problem(status, status >= 500 ? 'internal' : 'bad-request', status >= 500 ? 'Internal error' : 'Bad request', (error as Error).message));
   });
   const phases = payPhases({ db, channelUrl: config.channelUrl, notifyUrl: config.notifyUrl, channelTimeoutMs: config.channelTimeoutMs });
-  const common = { store: db.store, leaseMs: config.leaseMs, scope: (request: FastifyRequest) => request.tenant };
+  const common = {
+    store: db.store,
+    leaseMs: config.leaseMs,
+    // Keys are remembered 24 h (Stripe); shorter than 16 characters is refused: no timestamps or counters.
+    windowMs: 86_400_000,
+    keyPolicy: { minLength: 16 },
+    scope: (request: FastifyRequest) => request.tenant,
+  };
 
   // Authentication runs before the idempotency hooks: a 401 never claims a key.
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
