@@ -2,7 +2,7 @@
  * idemkit/messaging: consume-once for at-least-once deliveries. The message id is recorded in the
  * same transaction as the consumer's writes; duplicates are acknowledged and skipped.
  */
-export { consumeOnce, consumerOption, messageIdOption, MAX_CONSUMER_LENGTH, MAX_MESSAGE_ID_LENGTH } from './consume.js';
+export { consumeOnce, MAX_CONSUMER_LENGTH, MAX_MESSAGE_ID_LENGTH } from './consume.js';
 export type { ConsumeOptions, ConsumeResult, SqlConsumeOptions, StoreConsumeOptions, StoreConsumeResult } from './consume.js';
 export { DEFAULT_PROCESSED_TABLE, DEFAULT_RETENTION_MS, migrateProcessed, processedTableSql, reapProcessed } from './table.js';
 export type { ReapOptions } from './table.js';
