@@ -24,7 +24,7 @@ export { oneTimeTokens } from './tokens.js';
 export type { OneTimeTokens, OneTimeTokensOptions } from './tokens.js';
 export { redisLock } from './lock.js';
 export type { Lease, RedisLock, RedisLockOptions } from './lock.js';
-export type { RedisCaller } from './redis.js';
+export type { RedisCaller, RedisClientLike, RedisCommandSender } from './redis.js';
 export { IllegalTransitionError, InvalidStateMachineError, RowVanishedError, UnknownStateError, VersionConflictError } from './errors.js';
 export { STARTED, Phases, definePhases, foreignKeyFor } from './phases.js';
 export type { ForeignPhaseArgs, LocalPhaseArgs, PhaseHost, PhaseState } from './phases.js';

@@ -6,7 +6,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { integerOption, rejectUnknown } from '../core/validate.js';
 import { checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
-import type { RedisCaller } from './redis.js';
+import type { RedisClientLike } from './redis.js';
 
 export interface RedisLockOptions {
   /** Key prefix of the locks, e.g. `app:lock:`. Required. */
@@ -45,7 +45,7 @@ return 0`);
 const EXTEND = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`);
 
-export function redisLock(redis: RedisCaller, options: RedisLockOptions): RedisLock {
+export function redisLock(redis: RedisClientLike, options: RedisLockOptions): RedisLock {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
   rejectUnknown(options, ['prefix'], '');

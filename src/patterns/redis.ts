@@ -1,6 +1,7 @@
 /**
  * What the Redis guards need from a client: one generic command call. An ioredis `Redis` or
- * `Cluster` fits (`call`); so does anything that forwards a command and its arguments.
+ * `Cluster` fits (`call`); a node-redis (`@redis/client`, `redis`) client fits through
+ * `sendCommand`; so does anything that forwards a command and its arguments.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
@@ -8,6 +9,13 @@ import { InvalidOptionError } from '../core/errors.js';
 export interface RedisCaller {
   call(command: string, ...args: Array<string | number>): Promise<unknown>;
 }
+
+/** A node-redis client (`createClient()` of `redis` / `@redis/client`, standalone). */
+export interface RedisCommandSender {
+  sendCommand(args: string[]): Promise<unknown>;
+}
+
+export type RedisClientLike = RedisCaller | RedisCommandSender;
 
 export interface Script {
   readonly source: string;
@@ -29,10 +37,15 @@ export async function runScript(redis: RedisCaller, s: Script, keys: readonly st
 }
 
 export function checkRedis(redis: unknown): RedisCaller {
-  if (typeof redis !== 'object' || redis === null || typeof (redis as RedisCaller).call !== 'function') {
-    throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster (anything with call(command, ...args))');
+  if (typeof redis === 'object' && redis !== null) {
+    if (typeof (redis as RedisCaller).call === 'function') return redis as RedisCaller;
+    const sender = redis as RedisCommandSender;
+    if (typeof sender.sendCommand === 'function') {
+      // node-redis takes the command as one array of strings.
+      return { call: (command, ...args) => sender.sendCommand([command, ...args.map(String)]) };
+    }
   }
-  return redis as RedisCaller;
+  throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster, or a node-redis client (call or sendCommand)');
 }
 
 export function checkPrefix(prefix: unknown): string {

@@ -6,7 +6,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { integerOption, rejectUnknown } from '../core/validate.js';
 import { TOKEN_SHAPE, checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
-import type { RedisCaller } from './redis.js';
+import type { RedisClientLike } from './redis.js';
 
 export interface OneTimeTokensOptions {
   /** Key prefix of the tokens, e.g. `app:form-token:`. Required. */
@@ -31,7 +31,7 @@ const GET_DEL = script(`local v = redis.call('GET', KEYS[1])
 if v then redis.call('DEL', KEYS[1]) end
 return v`);
 
-export function oneTimeTokens(redis: RedisCaller, options: OneTimeTokensOptions): OneTimeTokens {
+export function oneTimeTokens(redis: RedisClientLike, options: OneTimeTokensOptions): OneTimeTokens {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
   rejectUnknown(options, ['prefix', 'consumeWith'], '');

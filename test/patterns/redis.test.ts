@@ -178,3 +178,31 @@ describe.skipIf(!available)('Redis guards', () => {
     });
   });
 });
+
+describe.skipIf(!available)('Redis guards on a node-redis client', () => {
+  it('tokens and locks work through sendCommand', async () => {
+    const { createClient } = await import('@redis/client');
+    const client = createClient({ socket: { host: REDIS.host, port: REDIS.port } });
+    await client.connect();
+    const prefix = `${PREFIX}node-redis:`;
+    try {
+      for (const consumeWith of ['getdel', 'script'] as const) {
+        const tokens = oneTimeTokens(client, { prefix, consumeWith });
+        const token = await tokens.issue(60_000, 'v');
+        const got = await Promise.all(Array.from({ length: 50 }, () => tokens.consume(token)));
+        expect(got.filter((v) => v !== undefined)).toEqual(['v']);
+      }
+      const lock = redisLock(client, { prefix });
+      const a = await lock.acquire('n', 60_000);
+      expect(a?.fence).toBe(1);
+      expect(await lock.acquire('n', 60_000)).toBeUndefined();
+      expect(await a!.extend(90_000)).toBe(true);
+      expect(await a!.release()).toBe(true);
+      expect((await lock.acquire('n', 60_000))?.fence).toBe(2);
+    } finally {
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(keys);
+      await client.quit();
+    }
+  });
+});
