@@ -256,7 +256,11 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
       if (group.length === 0) continue;
       out.push(`## ${delayMs > 0 ? `${delayMs} ms handler, ` : ''}${WORKLOAD_TITLE[workload]}`, '');
       out.push(
-        `Each cell: throughput ratio against bare · ${delayMs > 0 ? 'median p99 latency' : 'µs added per request'}` +
+        `Each cell: throughput ratio against bare · ${
+          delayMs > 0
+            ? 'median p99 latency'
+            : 'µs added per request, from throughput (and, in parentheses, measured directly: server CPU µs per request minus bare, less sensitive to other load on the machine)'
+        }` +
           (workload === 'contention' ? ' · share of 409 (in flight) answers · double executions during the runs' : '') +
           '. ⚠ marks an implementation that failed the race check.',
         '',
@@ -278,7 +282,7 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
             let cell =
               delayMs > 0
                 ? `${fixed(ratio, 2)}× · p99 ${c.p99Ms} ms`
-                : `${fixed(ratio, 2)}× · ${signed(addedMicros(c.reqPerSec, bare.reqPerSec))} µs`;
+                : `${fixed(ratio, 2)}× · ${signed(addedMicros(c.reqPerSec, bare.reqPerSec))} µs (CPU ${signed(c.serverCpuMicrosPerReq - bare.serverCpuMicrosPerReq)})`;
             if (workload === 'contention') {
               const total = Object.values(c.statuses).reduce((a, b) => a + b, 0);
               cell += ` · 409: ${fixed((100 * (c.statuses['409'] ?? 0)) / total, 0)} % · ${c.duplicates ? `**${c.duplicates} doubles**` : '0 doubles'}`;

@@ -27,6 +27,7 @@ import type { LoadSample, ServerHandle } from './harness.js';
 import { CONNECTIONS, connectionsFor, freshKey, nonce, post, replayKeys, runLoad, startServer, waitForQuiet } from './harness.js';
 import type { PacedSample } from './paced.js';
 import { runPaced } from './paced.js';
+import { PEER_STORES, notApplicable } from './peers/applicability.js';
 import { NotApplicable } from './peers/types.js';
 import type { RawResults } from './raw-store.js';
 import { measureRawStores } from './raw-store.js';
@@ -34,7 +35,7 @@ import type { ConfigResult, ReportMeta } from './report.js';
 import { buildRows, toMarkdown } from './report.js';
 import type { BenchResults, LatencyResult, RaceEntry, Subject } from './results.js';
 import { writeChart, writeResultsMarkdown } from './results.js';
-import type { Framework, Impl, ServerConfig, StoreKind, Workload } from './shared.js';
+import type { Framework, ServerConfig, StoreKind, Workload } from './shared.js';
 import { BODY, CONTENT_TYPE, PEERS, ROUTE, SERVER_STORES, median } from './shared.js';
 
 const { values: flags } = parseArgs({
@@ -89,26 +90,6 @@ const PLANS = (flags.workload ? [flags.workload as PlanName] : envList('BENCH_WO
   (p) => !(flags['no-delay'] && p === 'new-key-5ms'),
 );
 const SELECTED_PEERS = envList('BENCH_PEERS', PEERS);
-
-/** The stores each peer can be measured on (anything else is "n/a" in the tables, with the reason). */
-const PEER_STORES: Record<(typeof PEERS)[number], readonly StoreKind[]> = {
-  'node-idempotency': ['memory', 'redis'],
-  'express-idempotency': ['redis'],
-  powertools: ['redis'],
-};
-
-export function notApplicable(impl: Impl, framework: Framework, store: StoreKind): string | undefined {
-  if (impl === 'bare' || impl === 'idemkit') return undefined;
-  if (impl === 'express-idempotency' && framework !== 'express') return 'Express middleware only';
-  if (!PEER_STORES[impl].includes(store)) {
-    return impl === 'node-idempotency'
-      ? 'adapters for memory and Redis only'
-      : impl === 'powertools'
-        ? 'cache layer is Redis/Valkey (others: DynamoDB)'
-        : 'adapters: memory (array scan), Redis, MongoDB';
-  }
-  return undefined;
-}
 
 /** Every implementation × store measured for one framework and workload. */
 function subjectsFor(framework: Framework, plan: PlanName): Subject[] {

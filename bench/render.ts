@@ -1,0 +1,16 @@
+/**
+ * Rewrites bench/RESULTS.md and the chart from bench/results/latest.json, without measuring again
+ * (after a change to the report's layout):
+ *
+ *   node --conditions=idemkit-source --import tsx bench/render.ts
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { notApplicable } from './peers/applicability.js';
+import type { Row } from './report.js';
+import type { BenchResults } from './results.js';
+import { writeChart, writeResultsMarkdown } from './results.js';
+
+const latest = JSON.parse(readFileSync(new URL('./results/latest.json', import.meta.url), 'utf8')) as BenchResults & { rows: Row[] };
+writeFileSync(new URL('./RESULTS.md', import.meta.url), writeResultsMarkdown(latest, latest.rows, notApplicable));
+writeChart(latest, new URL('./results-chart.svg', import.meta.url), new URL('./results-chart.png', import.meta.url));
+process.stderr.write('written: bench/RESULTS.md, bench/results-chart.svg, bench/results-chart.png\n');
