@@ -74,6 +74,7 @@ export interface BenchResults {
 
 type NotApplicableFn = (impl: Impl, framework: Framework, store: StoreKind) => string | undefined;
 
+const STORE_ORDER: readonly StoreKind[] = ['memory', 'sqlite', 'postgres', 'redis'];
 const IMPLS: readonly Impl[] = ['idemkit', 'node-idempotency', 'express-idempotency', 'powertools'];
 const IMPL_TITLE: Record<Impl, string> = {
   bare: 'bare',
@@ -186,6 +187,44 @@ function targets(results: BenchResults): TargetLine[] {
   return lines;
 }
 
+/** One line per implementation and store: speed next to the race check's and contention's findings. */
+function glance(results: BenchResults): string[] {
+  const { configs, races, meta } = results;
+  const out: string[] = ['## At a glance', ''];
+  out.push(
+    'Throughput ratio against bare (0 ms handler), the race check (double executions / hangs over ' +
+      `${meta.raceRounds} rounds of ${meta.raceConcurrency}), and double executions under contention.`,
+    '',
+    '| framework | implementation | store | new keys | replays | race: doubles / hangs | contention doubles |',
+    '|---|---|---|---:|---:|---:|---:|',
+  );
+  let any = false;
+  for (const framework of meta.frameworks) {
+    const subjects = new Map<string, Subject>();
+    for (const c of configs) if (c.framework === framework && c.impl !== 'bare' && c.delayMs === 0) subjects.set(`${c.impl}/${c.store}`, c);
+    for (const r of races) if (r.framework === framework && r.name === r.impl && r.notApplicable === undefined) subjects.set(`${r.impl}/${r.store}`, r);
+    const ordered = [...subjects.values()].sort((a, b) => IMPLS.indexOf(a.impl) - IMPLS.indexOf(b.impl) || STORE_ORDER.indexOf(a.store) - STORE_ORDER.indexOf(b.store));
+    for (const { impl, store } of ordered) {
+      const ratio = (workload: Workload) => {
+        const c = configs.find((x) => x.impl === impl && x.framework === framework && x.store === store && x.workload === workload && x.delayMs === 0);
+        const bare = c && bareOf(configs, c);
+        return c && bare ? `${fixed(c.reqPerSec / bare.reqPerSec, 2)}×` : '—';
+      };
+      const race = races.find((r) => r.framework === framework && r.impl === impl && r.store === store && r.name === impl);
+      const raceText =
+        race && race.notApplicable === undefined
+          ? `${race.serverDoubleExecutions ? `**${race.serverDoubleExecutions}**` : '0'} / ${race.hangs ? `**${race.hangs}**` : '0'}`
+          : '—';
+      const contention = configs.find((x) => x.impl === impl && x.framework === framework && x.store === store && x.workload === 'contention');
+      const contentionText = contention ? (contention.duplicates ? `**${contention.duplicates}**` : '0') : '—';
+      out.push(`| ${framework} | ${IMPL_TITLE[impl]} | ${store} | ${ratio('new-key')} | ${ratio('replay')} | ${raceText} | ${contentionText} |`);
+      any = true;
+    }
+  }
+  out.push('');
+  return any ? out : [];
+}
+
 function raceCell(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): string {
   const ok = raceCorrect(races, framework, impl, store);
   return ok === undefined ? '' : ok ? '' : ' ⚠';
@@ -223,6 +262,8 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
   if (lines.length === 0) out.push('No target applies to this subset.');
   for (const line of lines) out.push(`- **${line.ok ? 'PASS' : 'FAIL'}** ${line.text}`);
   out.push('', '![ratios against the bare framework](results-chart.svg) ([PNG](results-chart.png))', '');
+
+  out.push(...glance(results));
 
   if (races.length > 0) {
     out.push('## Race check (before timing)', '');
