@@ -28,7 +28,7 @@ export async function main(argv: readonly string[], io: { out: (text: string) =>
       io.out(CHECK_USAGE);
       return 0;
     }
-    const colour = parsed.colour ?? io.tty;
+    const colour = parsed.colour ?? (io.tty && !process.env.NO_COLOR);
     const report = await runCheck(parsed.config);
     io.out(parsed.json ? JSON.stringify(report, null, 2) : formatReport(report, { colour, verbose: parsed.verbose }));
     return report.ok ? 0 : 1;
