@@ -21,6 +21,8 @@ export interface CaseResult {
 export interface CheckReport {
   readonly url: string;
   readonly method: string;
+  /** The settings the run used (for a CI artifact to say how hard it tested). */
+  readonly settings: { readonly concurrency: number; readonly rounds: number; readonly timeoutMs: number; readonly leaseMs: number | undefined; readonly strict: boolean };
   /** No case FAILed: every MUST and SHOULD that ran passed (and every PROFILE case, under `strict`). */
   readonly ok: boolean;
   readonly summary: Readonly<Record<Verdict, number>>;
@@ -63,7 +65,8 @@ export async function runCheck(config: CheckConfig, options: RunOptions = {}): P
   }
   const summary: Record<Verdict, number> = { PASS: 0, FAIL: 0, WARN: 0, SKIP: 0 };
   for (const r of results) summary[r.verdict]++;
-  return { url: resolved.url.href, method: resolved.method, ok: summary.FAIL === 0, summary, cases: results, ms: Math.round(performance.now() - started) };
+  const { concurrency, rounds, timeoutMs, leaseMs, strict } = resolved;
+  return { url: resolved.url.href, method: resolved.method, settings: { concurrency, rounds, timeoutMs, leaseMs, strict }, ok: summary.FAIL === 0, summary, cases: results, ms: Math.round(performance.now() - started) };
 }
 
 /** One request with a fresh key: the target must answer it, and accept it, before anything is judged. */
