@@ -10,6 +10,7 @@
  *   --keep            keep the database for inspection
  *   --report FILE     also write the report: FILE.html writes HTML and JSON next to it, FILE.json JSON only
  *   --no-faults       skip the crash scenario
+ * For tests: --prefix P (table prefix), --queue Q (RabbitMQ queue), --settle-ms N, --broken consumer.
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -27,6 +28,9 @@ const { values } = parseArgs({
     report: { type: 'string' },
     'no-faults': { type: 'boolean', default: false },
     broken: { type: 'string' },
+    prefix: { type: 'string' },
+    queue: { type: 'string' },
+    'settle-ms': { type: 'string' },
   },
 });
 const positive = (name: string, value: string) => {
@@ -61,6 +65,9 @@ const report = await runAcceptance({
   keep: values.keep,
   faults: !values['no-faults'],
   broken: values.broken === 'consumer' ? 'consumer' : undefined,
+  prefix: values.prefix,
+  amqpQueue: values.queue,
+  settleTimeoutMs: values['settle-ms'] === undefined ? undefined : positive('settle-ms', values['settle-ms']),
   progress,
 });
 if (pending) process.stdout.write('\n');

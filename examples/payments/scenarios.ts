@@ -352,7 +352,8 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
           service = await startService(env, crashAt);
           supervise(service);
         };
-        const retrying = createIdempotentFetch({ retries: 12, minTimeout: 100, maxTimeout: 800, attemptTimeout: 10_000, retryBudget: false });
+        // Patient enough to outlast a restart on a loaded machine (connection refused while it boots).
+        const retrying = createIdempotentFetch({ retries: 40, minTimeout: 100, maxTimeout: 1_000, maxRetryTime: 90_000, attemptTimeout: 10_000, retryBudget: false });
         const create = async (p: Planned, key: string) => {
           const response = await retrying(`${base}/orders`, {
             method: 'POST',
