@@ -20,6 +20,7 @@ export function textReport(report: Report): string {
   );
   const failedChecks = report.scenarios.flatMap((s) => s.checks.filter((c) => !c.pass).map((c) => `  [${s.id}] ${c.name}: expected ${c.expected}, got ${c.actual}`));
   if (failedChecks.length > 0) out.push('', 'Failed checks', ...failedChecks);
+  out.push('', `Counters: ${Object.entries(report.stats).map(([k, v]) => `${k} ${v}`).join(' · ')}`);
   out.push('', 'Reconciliation');
   out.push(table(['table', 'check', 'expected', 'actual', ''], report.reconciliation.map((r) => [r.table, r.check, String(r.expected), String(r.actual), mark(r.pass)])));
   out.push('');

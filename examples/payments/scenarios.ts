@@ -458,14 +458,14 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
     await new Promise((r) => setTimeout(r, 200));
 
     const reconciliation = await reconcile(db, planned, completedKeys, channel);
-    Object.assign(stats, { 'channel: charge requests': channel.stats().chargeRequests, 'gateway: requests': gateway.stats.requests });
+    Object.assign(stats, { 'crashes (SIGKILL)': crashes.length, 'channel: charge requests in all': channel.stats().chargeRequests });
     const pass = scenarios.every((s) => s.checks.every((c) => c.pass)) && reconciliation.every((r) => r.pass);
     return {
       pass,
       seed: o.seed,
       orders: o.orders,
       concurrency: o.concurrency,
-      database: postgres ? `postgres (prefix ${prefix})` : url,
+      database: postgres ? `PostgreSQL (tables ${prefix}*)` : o.db ? url : 'temporary SQLite file',
       queue: o.amqpUrl ? 'RabbitMQ' : 'in-process outbox',
       durationMs: Date.now() - started,
       scenarios: scenarios.sort((x, y) => x.id - y.id),
