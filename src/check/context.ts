@@ -53,6 +53,11 @@ export class CheckContext {
     return open(this.request(spec), { timeoutMs: this.config.timeoutMs });
   }
 
+  /** Sends a request in one write; `written` resolves when it is on the socket. */
+  start(spec: RequestSpec): HeldRequest {
+    return open(this.request(spec), { timeoutMs: this.config.timeoutMs, agent: this.agent, hold: false });
+  }
+
   close(): void {
     this.agent.destroy();
   }

@@ -25,12 +25,14 @@ export interface HttpAnswer {
 export interface SendOptions {
   readonly timeoutMs: number;
   readonly agent?: http.Agent | undefined;
+  /** Hold the last body byte back until `release` (the race barrier). @default true */
+  readonly hold?: boolean;
 }
 
 /** Sends one request and reads the whole answer, or rejects with a CheckRequestError within timeoutMs. */
 export async function send(request: HttpRequest, options: SendOptions): Promise<HttpAnswer> {
   const held = open(request, options);
-  held.release();
+  void held.release();
   try {
     return await held.answer;
   } catch (error) {
@@ -38,7 +40,7 @@ export async function send(request: HttpRequest, options: SendOptions): Promise<
     // documented case for one retry).
     if (!(error instanceof StaleSocketError)) throw error;
     const again = open(request, options);
-    again.release();
+    void again.release();
     return again.answer;
   }
 }
@@ -52,7 +54,8 @@ export interface HeldRequest {
   readonly answer: Promise<HttpAnswer>;
   /** True when the answer's head arrived before `release` (the server did not wait for the body). */
   readonly early: boolean;
-  release(): void;
+  /** Writes the last byte; resolves when it reached the socket (or the request ended otherwise). */
+  release(): Promise<void>;
 }
 
 /**
@@ -72,12 +75,13 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
   } catch (error) {
     // node refuses some header values itself (a control character): report it as this request's failure
     const failure = new CheckRequestError('protocol', `the request could not be sent: ${(error as Error).message}`, { cause: error });
-    return { written: Promise.resolve(), answer: Promise.reject(failure), early: false, release() {} };
+    return { written: Promise.resolve(), answer: Promise.reject(failure), early: false, release: () => Promise.resolve() };
   }
   let timer: NodeJS.Timeout | undefined;
   let released = false;
   let early = false;
   let answered = false;
+  let sent: Promise<void> = Promise.resolve();
   let resolveWritten!: () => void;
   const written = new Promise<void>((resolve) => (resolveWritten = resolve));
   const answer = new Promise<HttpAnswer>((resolve, reject) => {
@@ -118,7 +122,15 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
   // must not surface as an unhandled rejection; whoever awaits `answer` still gets it.
   answer.catch(() => {});
   const head = body.subarray(0, Math.max(0, body.length - 1));
-  if (head.length > 0) {
+  if (options.hold === false) {
+    // The whole request in one write; `written` and `release` resolve once it is on the socket.
+    released = true;
+    sent = new Promise<void>((resolve) => {
+      req.end(body, () => resolve());
+      answer.then(() => resolve(), () => resolve());
+    });
+    void sent.then(() => resolveWritten());
+  } else if (head.length > 0) {
     req.write(head, () => resolveWritten());
   } else {
     // nothing to hold back but the last byte (or no body at all): the head goes out on connect
@@ -132,9 +144,15 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
       return early;
     },
     release() {
-      if (released) return;
-      released = true;
-      req.end(body.length > 0 ? body.subarray(body.length - 1) : undefined);
+      if (!released) {
+        released = true;
+        sent = new Promise<void>((resolve) => {
+          req.end(body.length > 0 ? body.subarray(body.length - 1) : undefined, () => resolve());
+          // an error or a timeout ends the request without the callback
+          answer.then(() => resolve(), () => resolve());
+        });
+      }
+      return sent;
     },
   };
 }

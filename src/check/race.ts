@@ -109,7 +109,7 @@ async function raceRound(target: RaceTarget, url: URL, concurrency: number, stat
     // The barrier: every request written (or already failed) before any last byte goes out.
     // Each request's own timeout bounds this wait.
     await Promise.all(held.map((h) => h.written));
-    for (const h of held) h.release();
+    for (const h of held) void h.release();
     const settled = await Promise.allSettled(held.map((h) => h.answer));
     const answers: HttpAnswer[] = [];
     let hangs = 0;
