@@ -15,6 +15,7 @@ export const SHIPPING_CONSUMER = 'shipping';
 export interface OrderPaid {
   readonly messageId: string;
   readonly orderId: string;
+  readonly clientOrderNo?: string;
 }
 
 /** The consumer's writes, inside the transaction that also records the message id. */

@@ -69,6 +69,10 @@ const report = await runAcceptance({
   amqpQueue: values.queue,
   settleTimeoutMs: values['settle-ms'] === undefined ? undefined : positive('settle-ms', values['settle-ms']),
   progress,
+}).catch((error: unknown) => {
+  if (pending) process.stdout.write('\n');
+  console.error(`demo could not run: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(2);
 });
 if (pending) process.stdout.write('\n');
 console.log(`\n${textReport(report)}`);

@@ -50,11 +50,13 @@ export async function startRelay(o: RelayOptions): Promise<Relay> {
     (await db.query<OutboxRow>(`SELECT seq, message_id, payload FROM ${t.outbox} WHERE published = 0 ORDER BY seq LIMIT 100`)).rows;
   const copiesOf = (rows: OutboxRow[]) =>
     shuffle(
-      rows.flatMap((row) => Array.from({ length: pick(o.seed, min, max, 'copies', row.message_id) }, () => row)),
+      // Copies are decided by the client's order number (stable under a seed; order ids are random).
+      rows.flatMap((row) => Array.from({ length: pick(o.seed, min, max, 'copies', subjectOf(row)) }, () => row)),
       o.seed,
       'batch',
       rows[0]?.message_id ?? '',
     );
+  const subjectOf = (row: OutboxRow) => (JSON.parse(row.payload) as { clientOrderNo?: string }).clientOrderNo ?? row.message_id;
   const markPublished = (seqs: number[]) =>
     seqs.length === 0 ? Promise.resolve() : db.query(`UPDATE ${t.outbox} SET published = 1 WHERE seq IN (${seqs.map(() => '?').join(', ')})`, seqs);
 

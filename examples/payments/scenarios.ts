@@ -201,6 +201,9 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
     const t0 = Date.now();
     service = await startService(env);
     db = await openDb(url, prefix);
+    if ((await count(`SELECT count(*) AS n FROM ${t().orders}`)) > 0) {
+      throw new Error(`${url} already holds orders (tables ${prefix || 'without prefix'}); the scenarios need an empty database: use a new file or --prefix`);
+    }
     say(`service started (pid ${service.pid}) on ${base} in ${((Date.now() - t0) / 1000).toFixed(1)} s; channel ${channel.url}; gateway ${gateway.url}`, true);
 
     // 1 ─ a double click, a gateway retry and a impatient script, all at once: 100 requests, one key.

@@ -30,7 +30,7 @@ export function settle(db: SqlExecutor, t: TableNames, charge: ChargeSucceeded):
       conflict: ['channel_txn_id'],
     });
     if (!flow.inserted) return 'duplicate';
-    const order = (await tx.query<{ amount: number }>(`SELECT amount FROM ${t.orders} WHERE id = ?`, [charge.orderId])).rows[0];
+    const order = (await tx.query<{ amount: number; client_order_no: string }>(`SELECT amount, client_order_no FROM ${t.orders} WHERE id = ?`, [charge.orderId])).rows[0];
     const mark = (outcome: string) => tx.query(`UPDATE ${t.flows} SET outcome = ? WHERE channel_txn_id = ?`, [outcome, charge.txnId]);
     if (!order || Number(order.amount) !== charge.amount) {
       await mark('REJECTED'); // kept, so reconciliation sees money we could not match
@@ -54,7 +54,7 @@ export function settle(db: SqlExecutor, t: TableNames, charge: ChargeSucceeded):
     await tx.query(`INSERT INTO ${t.outbox} (message_id, topic, payload, created_at) VALUES (?, ?, ?, ?)`, [
       messageId,
       'order.paid',
-      JSON.stringify({ messageId, orderId: charge.orderId }),
+      JSON.stringify({ messageId, orderId: charge.orderId, clientOrderNo: order.client_order_no }),
       now,
     ]);
     return 'applied';

@@ -91,6 +91,16 @@ describe('payments acceptance', () => {
     expect(run.report.queue).toBe('RabbitMQ');
   }, 240_000);
 
+  it('the same --seed makes the same decisions (lost answers, late channel answers, message copies)', async () => {
+    const args = ['--orders', '15', '--concurrency', '4', '--seed', 'test-determinism', '--no-faults'];
+    const [first, second] = [await demo(args), await demo(args)];
+    expectReconciled(first, [1, 2, 3, 4, 6]);
+    expectReconciled(second, [1, 2, 3, 4, 6]);
+    expect(second.report.stats).toEqual(first.report.stats);
+    const other = await demo(['--orders', '15', '--concurrency', '4', '--seed', 'test-determinism-2', '--no-faults']);
+    expect(other.report.stats).not.toEqual(first.report.stats);
+  }, 240_000);
+
   it('a consumer without consume-once is caught by the reconciliation (FAIL, exit 1)', async () => {
     const run = await demo(['--orders', '10', '--concurrency', '8', '--seed', 'test-broken', '--broken', 'consumer', '--no-faults', '--settle-ms', '4000']);
     expect(run.report.pass).toBe(false);
