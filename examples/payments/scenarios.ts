@@ -219,8 +219,19 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
       completedKeys++;
       checks.push(eq('one original 201', 1, originals));
       checks.push(eq('the others: 409 in flight or a replay', 99, conflicts + replays));
-      checks.push(eq('orders for the key', 1, await count(`SELECT count(*) AS n FROM ${t().orders} WHERE client_order_no = ?`, [p.clientOrderNo])));
+      checks.push(eq('orders for the key', 1, await count(`SELECT count(*) AS n FROM ${t().orders} WHERE client_order_no LIKE 's1-%' AND tenant = ?`, [p.tenant])));
       checks.push(eq('stock reserved (one reservation)', p.quantity, await count(`SELECT reserved AS n FROM ${t().inventory} WHERE sku = ?`, [p.sku])));
+      // The key is scoped by tenant: another tenant's identical key is another request.
+      const q = plan('s1-1', 'globex');
+      const other = await rawPost(base, '/orders', q.tenant, key, orderBody(q));
+      await other.arrayBuffer();
+      checks.push(eq('same key, another tenant: its own order', '201 executed', `${other.status} ${other.headers.get('idempotent-replayed') ? 'replayed' : 'executed'}`));
+      planned.push(q);
+      completedKeys++;
+      // The same key with a different body is refused, and the first order is untouched.
+      const changed = await rawPost(base, '/orders', p.tenant, key, { ...orderBody(p), clientOrderNo: 's1-changed' });
+      await changed.arrayBuffer();
+      checks.push(eq('same key, same tenant, another body: 422', 422, changed.status));
       stats['s1: 409 answers'] = conflicts;
       stats['s1: replays'] = replays;
     });
