@@ -90,6 +90,14 @@ const WORKLOAD_TITLE: Record<Workload, string> = {
   'no-key': 'no key (pass-through)',
 };
 
+/** Above this median CPU use by other processes (% of a core), the run is marked preliminary. */
+const BUSY_PERCENT = 15;
+
+function busyPercent(configs: readonly ConfigResult[]): number {
+  const others = configs.map((c) => c.otherCpuPercent).filter((v): v is number => v !== undefined);
+  return others.length > 0 ? [...others].sort((a, b) => a - b)[others.length >> 1]! : 0;
+}
+
 const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
 const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 const signed = (n: number, digits = 0) => (Number.isFinite(n) ? `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)}` : 'n/a');
@@ -240,6 +248,16 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
       'implementation adds to each request on the saturated single-threaded server.',
     '',
   );
+  // A busy machine makes every ratio noise: say so at the top rather than in a caveat at the end.
+  const otherMedian = busyPercent(configs);
+  if (otherMedian > BUSY_PERCENT) {
+    out.push(
+      `> **Preliminary: measured on a busy machine.** Other processes used a median ${fixed(otherMedian, 0)} % of a core during the ` +
+        `measured runs (load average ${meta.loadAverage}). Ratios, added µs and latencies below are dominated by that noise; ` +
+        'the race check and double-execution counts are not. Rerun `npm run bench` on a quiet machine for the figures.',
+      '',
+    );
+  }
   out.push('## Run', '');
   out.push(
     `- Date: ${meta.date}`,
@@ -485,7 +503,11 @@ function chartLayout(results: BenchResults): { width: number; height: number; op
       text: `${results.meta.date.slice(0, 10)}, ${results.meta.cpus}, Node ${results.meta.node}; ! = double executions or failed race check`,
     },
   ];
-  let y = 62;
+  const busy = busyPercent(results.configs);
+  if (busy > BUSY_PERCENT) {
+    ops.push({ kind: 'text', x: 10, y: 60, color: '#dc2626', bold: true, text: `Preliminary: other processes used ${busy.toFixed(0)} % of a core; ratios are noise` });
+  }
+  let y = busy > BUSY_PERCENT ? 74 : 62;
   for (const g of groups) {
     ops.push({ kind: 'text', x: 10, y: y + 12, text: g.title, bold: true });
     y += 22;
