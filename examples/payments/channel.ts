@@ -29,6 +29,8 @@ export interface ChannelOptions {
   readonly immediate?: number;
   /** Notifications held until `releaseLate()`. @default 1 */
   readonly late?: number;
+  /** @default 0 (any free port) */
+  readonly port?: number;
 }
 
 interface Charge {
@@ -207,7 +209,7 @@ export async function startChannel(options: ChannelOptions): Promise<Channel> {
     });
   });
   server.keepAliveTimeout = 1_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
 
   return {
