@@ -221,18 +221,18 @@ export async function runLoad(server: ServerHandle, workload: Workload, duration
 
 /**
  * Waits until processes other than the bench use less than `limitPercent` of one core (other
- * engineers' test runs share the machine), sampling for 1 s at a time, for at most `maxWaitMs`.
+ * engineers' test runs share the machine), sampling for 0.5 s at a time, for at most `maxWaitMs`.
  * Returns false when it gave up (the caller measures anyway; every run records the others' CPU use).
  */
 export async function waitForQuiet(limitPercent: number, maxWaitMs: number, log: (line: string) => void): Promise<boolean> {
   const deadline = Date.now() + maxWaitMs;
   let warned = false;
-  // Two quiet seconds in a row: other test runs come in bursts.
+  // Two quiet half-seconds in a row: other test runs come in bursts.
   for (let quiet = 0; quiet < 2; ) {
     const busyBefore = machineBusyMicros();
     const selfBefore = process.cpuUsage();
     const started = process.hrtime.bigint();
-    await sleep(1_000);
+    await sleep(500);
     const busyAfter = machineBusyMicros();
     if (busyBefore === undefined || busyAfter === undefined) return true;
     const self = process.cpuUsage(selfBefore);

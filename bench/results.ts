@@ -440,7 +440,7 @@ const HOW_SECTION = [
   '```sh',
   'npm ci',
   '# PostgreSQL on 127.0.0.1:5432 (db test, user postgres, trust) and Redis on 127.0.0.1:6379, or BENCH_POSTGRES_URL / BENCH_REDIS_URL',
-  'npm run bench                                   # everything: ~25 min on 2 cores',
+  'npm run bench                                   # everything: ~23 min on 2 cores',
   'npm run bench -- --quick                        # 1 s × 2 runs, a smoke test',
   'BENCH_FRAMEWORKS=express BENCH_STORES=redis BENCH_WORKLOADS=new-key,replay npm run bench   # a subset',
   'BENCH_PEERS=none npm run bench                  # idemkit only',

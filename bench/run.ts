@@ -355,7 +355,7 @@ function packageVersion(name: string): string {
 
 /** Seconds for the whole run, from the plan, for the estimate printed at the start. */
 function estimateSeconds(): number {
-  const startup = 3.5; // server start (tsx), precheck, the two quiet seconds
+  const startup = 2.7; // server start (tsx), precheck, the quiet check (2 × 0.5 s)
   const perConfig = startup + warmupSec + runs * durationSec;
   let configs = 0;
   for (const framework of FRAMEWORKS) for (const plan of PLANS) configs += subjectsFor(framework, plan).length;
