@@ -208,7 +208,8 @@ export async function startChannel(options: ChannelOptions): Promise<Channel> {
       send(response, 404, { error: 'not found' });
     });
   });
-  server.keepAliveTimeout = 1_000;
+  // Long keep-alive: a socket closed by the server while the client reuses it would add a retry to the counts.
+  server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
 

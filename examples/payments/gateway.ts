@@ -68,6 +68,8 @@ export async function startGateway(upstream: string, o: { seed: string; dropRate
       response.writeHead(upstreamResponse.status, out).end(body);
     });
   });
+  // Long keep-alive: a socket the gateway closed while a client reused it would count as a lost answer.
+  server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
