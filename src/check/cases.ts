@@ -160,7 +160,7 @@ export const CASES: readonly CheckCase[] = [
         { concurrency: c.concurrency, rounds: c.rounds },
       );
       const statuses = Object.entries(result.statuses).map(([s, n]) => `${s}×${n}`).join(' ');
-      const evidence = [`${result.rounds} round(s) of ${result.concurrency}, released together: ${statuses}`];
+      const evidence = [`${result.rounds} round(s) of ${result.concurrency}, released together (barrier: ${result.barrier === '100-continue' ? 'every head acknowledged by 100 Continue' : 'every request written'}): ${statuses}`];
       for (const round of result.perRound) if (round.distinctOriginals > 1) evidence.push(...round.samples.map((s) => `  distinct original: ${s}`));
       if (result.doubleExecutions > 0) {
         const worst = Math.max(...result.perRound.map((r) => r.distinctOriginals));

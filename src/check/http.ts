@@ -27,6 +27,8 @@ export interface SendOptions {
   readonly agent?: http.Agent | undefined;
   /** Hold the last body byte back until `release` (the race barrier). @default true */
   readonly hold?: boolean;
+  /** Send `Expect: 100-continue`; `continued` resolves when the server's 100 arrives. */
+  readonly expectContinue?: boolean;
 }
 
 /** Sends one request and reads the whole answer, or rejects with a CheckRequestError within timeoutMs. */
@@ -54,6 +56,12 @@ export interface HeldRequest {
   readonly answer: Promise<HttpAnswer>;
   /** True when the answer's head arrived before `release` (the server did not wait for the body). */
   readonly early: boolean;
+  /**
+   * With `expectContinue`: resolves when the server sent `100 Continue`, which it does once it
+   * has parsed the head (or when the request ended otherwise; see `gotContinue`).
+   */
+  readonly continued: Promise<void>;
+  readonly gotContinue: boolean;
   /** Writes the last byte; resolves when it reached the socket (or the request ended otherwise). */
   release(): Promise<void>;
 }
@@ -69,13 +77,14 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) headers[name] = typeof value === 'string' ? value : [...value];
   if (body.length > 0 || !['GET', 'HEAD', 'DELETE', 'OPTIONS'].includes(request.method)) headers['content-length'] = String(body.length);
+  if (options.expectContinue) headers.expect = '100-continue';
   let req: http.ClientRequest;
   try {
     req = client.request(request.url, { method: request.method, headers, agent: options.agent ?? false });
   } catch (error) {
     // node refuses some header values itself (a control character): report it as this request's failure
     const failure = new CheckRequestError('protocol', `the request could not be sent: ${(error as Error).message}`, { cause: error });
-    return { written: Promise.resolve(), answer: Promise.reject(failure), early: false, release: () => Promise.resolve() };
+    return { written: Promise.resolve(), answer: Promise.reject(failure), early: false, continued: Promise.resolve(), gotContinue: false, release: () => Promise.resolve() };
   }
   let timer: NodeJS.Timeout | undefined;
   let released = false;
@@ -84,6 +93,14 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
   let sent: Promise<void> = Promise.resolve();
   let resolveWritten!: () => void;
   const written = new Promise<void>((resolve) => (resolveWritten = resolve));
+  let gotContinue = false;
+  const continued = new Promise<void>((resolve) => {
+    req.once('continue', () => {
+      gotContinue = true;
+      resolve();
+    });
+    written.then(() => answer.then(() => resolve(), () => resolve()), () => {});
+  });
   const answer = new Promise<HttpAnswer>((resolve, reject) => {
     const fail = (error: CheckRequestError) => {
       clearTimeout(timer);
@@ -142,6 +159,10 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
     answer,
     get early() {
       return early;
+    },
+    continued,
+    get gotContinue() {
+      return gotContinue;
     },
     release() {
       if (!released) {

@@ -1,5 +1,8 @@
 // The N-way race on one key, released by a barrier: every request is written but for its last
-// body byte, and only when all N are written do the last bytes go out together. No sleeps.
+// body byte, and only when all N are in do the last bytes go out together. No sleeps. "In" is
+// proven by the server where it can be: a target that answers `Expect: 100-continue` says it has
+// parsed each head (node's http server, and so Express, Fastify and Hono on node, does); for
+// another target, "in" means written to the socket.
 import http from 'node:http';
 import https from 'node:https';
 import { CheckConfigError, CheckRequestError } from './errors.js';
@@ -58,8 +61,12 @@ export interface RaceResult {
   /** Answers per status code, over all rounds. */
   readonly statuses: Readonly<Record<string, number>>;
   readonly perRound: readonly RaceRound[];
+  /** `100-continue`: the server acknowledged every head before any body was released; `written`: every request was on the wire. */
+  readonly barrier: Barrier;
   readonly ms: number;
 }
+
+export type Barrier = '100-continue' | 'written';
 
 export const DEFAULT_BODY = '{"amount":100,"currency":"usd"}';
 const REFUSED = new Set([409, 429]);
@@ -79,7 +86,8 @@ export async function raceCase(target: RaceTarget, options: RaceOptions = {}): P
   const started = performance.now();
   const statuses: Record<string, number> = {};
   const perRound: RaceRound[] = [];
-  for (let round = 0; round < rounds; round++) perRound.push(await raceRound(target, url, concurrency, statuses));
+  const barrier = await barrierFor(target, url);
+  for (let round = 0; round < rounds; round++) perRound.push(await raceRound(target, url, concurrency, statuses, barrier));
   return {
     rounds,
     concurrency,
@@ -88,27 +96,41 @@ export async function raceCase(target: RaceTarget, options: RaceOptions = {}): P
     errors: perRound.reduce((sum, r) => sum + r.errors, 0),
     statuses,
     perRound,
+    barrier,
     ms: Math.round(performance.now() - started),
   };
 }
 
-async function raceRound(target: RaceTarget, url: URL, concurrency: number, statuses: Record<string, number>): Promise<RaceRound> {
-  const timeoutMs = target.timeoutMs ?? 10_000;
+function raceRequest(target: RaceTarget, url: URL): HttpRequest {
   const key = freshKey();
-  const request: HttpRequest = {
+  return {
     method: target.method ?? 'POST',
     url,
     headers: { 'content-type': 'application/json', ...target.headers, [target.keyHeader ?? 'Idempotency-Key']: key },
     // at least one byte: the barrier holds the last one back
     body: render(target.body ?? DEFAULT_BODY, key) || ' ',
   };
+}
+
+/** Does the target answer `Expect: 100-continue`? One request with a fresh key finds out. */
+async function barrierFor(target: RaceTarget, url: URL): Promise<Barrier> {
+  const probe = open(raceRequest(target, url), { timeoutMs: target.timeoutMs ?? 10_000, hold: false, expectContinue: true });
+  await probe.answer.catch(() => undefined);
+  return probe.gotContinue ? '100-continue' : 'written';
+}
+
+async function raceRound(target: RaceTarget, url: URL, concurrency: number, statuses: Record<string, number>, barrier: Barrier): Promise<RaceRound> {
+  const timeoutMs = target.timeoutMs ?? 10_000;
+  const request = raceRequest(target, url);
+  const key = String(request.headers[target.keyHeader ?? 'Idempotency-Key']);
   // One socket per request (no pooling: a pooled socket would queue a request behind another).
   const agent = new (url.protocol === 'https:' ? https.Agent : http.Agent)({ keepAlive: false, maxSockets: concurrency });
   try {
-    const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent }));
-    // The barrier: every request written (or already failed) before any last byte goes out.
-    // Each request's own timeout bounds this wait.
-    await Promise.all(held.map((h) => h.written));
+    const expectContinue = barrier === '100-continue';
+    const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent, expectContinue }));
+    // The barrier: every head acknowledged (or every request written), or failed, before any last
+    // byte goes out. Each request's own timeout bounds this wait.
+    await Promise.all(held.map((h) => (expectContinue ? h.continued : h.written)));
     for (const h of held) void h.release();
     const settled = await Promise.allSettled(held.map((h) => h.answer));
     const answers: HttpAnswer[] = [];

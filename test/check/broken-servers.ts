@@ -13,7 +13,9 @@ export type Fault =
   /** Answers 200 (running the handler) to the same key with a different body. */
   | 'mismatch-200'
   /** Replays correctly but without `Idempotent-Replayed: true`. */
-  | 'no-replay-header';
+  | 'no-replay-header'
+  /** Check-then-act: records the key only when the handler is done, so concurrent requests all run. */
+  | 'no-lock';
 
 interface Entry {
   readonly body: string;
@@ -40,8 +42,9 @@ export async function startBroken(fault: Fault): Promise<Running> {
     };
     if (!entry) {
       const fresh: Entry = { body };
-      records.set(key, fresh);
+      if (fault !== 'no-lock') records.set(key, fresh);
       fresh.response = await handler(body);
+      if (fault === 'no-lock') records.set(key, fresh);
       return send(fresh.response, false);
     }
     if (entry.body !== body) {

@@ -99,7 +99,7 @@ describe.each(runs)('npx idemkit check against example %s on %s', (name, store, 
     expect(report.cases.filter((c) => c.verdict === 'SKIP').map((c) => c.id).sort()).toEqual(
       ['error-replay', 'lease', 'set-cookie', ...(name === 'web' ? [] : ['patch'])].sort(),
     );
-    expect(report.cases.find((c) => c.id === 'race')!.evidence[0]).toMatch(/1 round\(s\) of 100, released together/);
+    expect(report.cases.find((c) => c.id === 'race')!.evidence[0]).toMatch(/1 round\(s\) of 100, released together \(barrier: every head acknowledged by 100 Continue\)/);
   }, 40_000);
 });
 
