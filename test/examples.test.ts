@@ -98,7 +98,7 @@ describe.each(examples.flatMap((name) => ['sqlite', ...Object.keys(storeUrls)].m
 });
 
 it('npm run demo (the payments acceptance run) reconciles and exits 0', async () => {
-  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', 'examples/demo.ts', '--orders', '40', '--concurrency', '8'], {
+  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', 'examples/payments/demo.ts', '--orders', '40', '--concurrency', '8'], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
