@@ -2,11 +2,11 @@
 // body byte, and only when all N are in do the last bytes go out together. No sleeps. "In" is
 // proven by the server where it can be: a target that answers `Expect: 100-continue` says it has
 // parsed each head (node's http server, and so Express, Fastify and Hono on node, does); for
-// another target, "in" means written to the socket.
+// another target, "in" means written to the socket (decided in the first round, see answersContinue).
 import http from 'node:http';
 import https from 'node:https';
 import { CheckConfigError, CheckRequestError } from './errors.js';
-import type { HttpAnswer, HttpRequest } from './http.js';
+import type { HeldRequest, HttpAnswer, HttpRequest } from './http.js';
 import { header, open, send } from './http.js';
 import { freshKey, render } from './template.js';
 
@@ -86,8 +86,13 @@ export async function raceCase(target: RaceTarget, options: RaceOptions = {}): P
   const started = performance.now();
   const statuses: Record<string, number> = {};
   const perRound: RaceRound[] = [];
-  const barrier = await barrierFor(target, url);
-  for (let round = 0; round < rounds; round++) perRound.push(await raceRound(target, url, concurrency, statuses, barrier));
+  // The first round finds out which barrier the target allows; the others reuse it.
+  let barrier: Barrier | undefined;
+  for (let round = 0; round < rounds; round++) {
+    const result = await raceRound(target, url, concurrency, statuses, barrier);
+    barrier = result.barrier;
+    perRound.push(result.round);
+  }
   return {
     rounds,
     concurrency,
@@ -96,9 +101,30 @@ export async function raceCase(target: RaceTarget, options: RaceOptions = {}): P
     errors: perRound.reduce((sum, r) => sum + r.errors, 0),
     statuses,
     perRound,
-    barrier,
+    barrier: barrier ?? 'written',
     ms: Math.round(performance.now() - started),
   };
+}
+
+/**
+ * Does the target answer `Expect: 100-continue`? Yes as soon as one request gets its 100; no when
+ * none has within a second of all being written (curl waits as long), or all ended otherwise.
+ */
+async function answersContinue(held: readonly HeldRequest[]): Promise<Barrier> {
+  let timer: NodeJS.Timeout | undefined;
+  const any = Promise.any(
+    held.map((h) =>
+      h.continued.then(() => {
+        if (!h.gotContinue) throw new Error('ended without 100 Continue');
+      }),
+    ),
+  ).then(() => '100-continue' as const, () => 'written' as const);
+  const late = new Promise<Barrier>((resolve) => (timer = setTimeout(() => resolve('written'), 1_000)));
+  try {
+    return await Promise.race([any, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function raceRequest(target: RaceTarget, url: URL): HttpRequest {
@@ -112,25 +138,26 @@ function raceRequest(target: RaceTarget, url: URL): HttpRequest {
   };
 }
 
-/** Does the target answer `Expect: 100-continue`? One request with a fresh key finds out. */
-async function barrierFor(target: RaceTarget, url: URL): Promise<Barrier> {
-  const probe = open(raceRequest(target, url), { timeoutMs: target.timeoutMs ?? 10_000, hold: false, expectContinue: true });
-  await probe.answer.catch(() => undefined);
-  return probe.gotContinue ? '100-continue' : 'written';
-}
-
-async function raceRound(target: RaceTarget, url: URL, concurrency: number, statuses: Record<string, number>, barrier: Barrier): Promise<RaceRound> {
+async function raceRound(
+  target: RaceTarget,
+  url: URL,
+  concurrency: number,
+  statuses: Record<string, number>,
+  known: Barrier | undefined,
+): Promise<{ round: RaceRound; barrier: Barrier }> {
   const timeoutMs = target.timeoutMs ?? 10_000;
   const request = raceRequest(target, url);
   const key = String(request.headers[target.keyHeader ?? 'Idempotency-Key']);
   // One socket per request (no pooling: a pooled socket would queue a request behind another).
   const agent = new (url.protocol === 'https:' ? https.Agent : http.Agent)({ keepAlive: false, maxSockets: concurrency });
   try {
-    const expectContinue = barrier === '100-continue';
+    const expectContinue = known !== 'written';
     const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent, expectContinue }));
-    // The barrier: every head acknowledged (or every request written), or failed, before any last
-    // byte goes out. Each request's own timeout bounds this wait.
-    await Promise.all(held.map((h) => (expectContinue ? h.continued : h.written)));
+    // The barrier: every request written (or failed) and, where the target answers 100 Continue,
+    // every head acknowledged, before any last byte goes out. Each request's timeout bounds this.
+    await Promise.all(held.map((h) => h.written));
+    const barrier = known ?? (await answersContinue(held));
+    if (barrier === '100-continue') await Promise.all(held.map((h) => h.continued));
     for (const h of held) void h.release();
     const settled = await Promise.allSettled(held.map((h) => h.answer));
     const answers: HttpAnswer[] = [];
@@ -161,7 +188,7 @@ async function raceRound(target: RaceTarget, url: URL, concurrency: number, stat
         laterReplayMatches = false;
       }
     }
-    return {
+    const round: RaceRound = {
       key,
       distinctOriginals: distinct.size,
       unmarked: originals.filter((a) => header(a, 'idempotent-replayed') !== 'true').length,
@@ -172,6 +199,7 @@ async function raceRound(target: RaceTarget, url: URL, concurrency: number, stat
       laterReplayMatches,
       samples: [...distinct.keys()].slice(0, 3).map((s) => (s.length > 160 ? `${s.slice(0, 157)}...` : s)),
     };
+    return { round, barrier };
   } finally {
     agent.destroy();
   }

@@ -31,6 +31,7 @@ export async function startBroken(fault: Fault): Promise<Running> {
   };
   const server = createServer(async (req, res) => {
     const body = await readBody(req);
+    if (body === undefined) return; // the client went away (the race's 100-continue probe does)
     if (req.method !== 'POST' && req.method !== 'PATCH') return void res.writeHead(404).end();
     const key = keyOf(req);
     if (key === undefined) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"bad or missing key"}');
@@ -89,12 +90,12 @@ function keyOf(req: IncomingMessage): string | undefined {
   return /^[\x21\x23-\x2b\x2d-\x7e]{1,255}$/.test(value) ? value : undefined;
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => resolve(Buffer.concat(chunks).toString()));
-    req.on('error', reject);
+    req.on('error', () => resolve(undefined));
   });
 }
 
@@ -104,6 +105,7 @@ export async function startHangingAfterFirst(): Promise<Running> {
   return listen(
     createServer((req, res) => {
       req.resume();
+      req.on('error', () => {});
       req.on('end', () => {
         if (answered) return;
         answered = true;

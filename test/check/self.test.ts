@@ -3,6 +3,9 @@
  * server on the case for its fault, with a message that says what went wrong.
  */
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckReport } from '../../src/check/index.js';
 import { raceCase, runCheck } from '../../src/check/index.js';
@@ -85,16 +88,31 @@ it('the race barrier: the server has every request\'s head before any body is co
     const result = await raceCase({ url }, { concurrency: 60 });
     const stats = (await (await fetch(url)).json()) as { heads: number; endsAt: number[] };
     expect(result.barrier).toBe('100-continue');
-    // 1: the request that found out the server answers 100-continue. Then the race: the first of
-    // its bodies completed when all 60 heads (and that first request's) were in.
-    expect(stats.endsAt[0]).toBe(1);
-    expect(stats.endsAt[1]).toBe(61);
+    // The first body completed when all 60 heads were in.
+    expect(stats.endsAt[0]).toBe(60);
     expect(result.perRound[0]!.early).toBe(0);
     // This server has no idempotency at all: every request ran (and the later request too).
     expect(result.doubleExecutions).toBe(59);
-    expect(stats.heads).toBe(62);
+    expect(stats.heads).toBe(61);
   } finally {
     child.kill('SIGKILL');
+  }
+});
+
+it('the race barrier against a server that never answers 100 Continue: every request written, then released', async () => {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: randomUUID() })));
+  });
+  // With a checkContinue listener node sends no 100 by itself; this one just handles the request.
+  server.on('checkContinue', (req, res) => server.emit('request', req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const result = await raceCase({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/` }, { concurrency: 20, rounds: 2 });
+    expect(result.barrier).toBe('written');
+    expect(result).toMatchObject({ doubleExecutions: 38, hangs: 0, errors: 0, statuses: { '201': 40 } });
+  } finally {
+    server.close();
   }
 });
 
