@@ -40,7 +40,10 @@ export async function startServer(config: ServerConfig, variant = ''): Promise<S
     `--variant=${variant}`,
   ];
   const child = fork(SERVER_SCRIPT, args, {
-    execArgv: ['--conditions=idemkit-source', '--import', 'tsx'],
+    // idemkit from dist/, as users run it: tsconfig.build.json maps no `idemkit/*` paths to src/
+    // (tsx's keepNames wrappers would otherwise cost the middleware, and only it, a few µs).
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, TSX_TSCONFIG_PATH: 'tsconfig.build.json' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   live.add(child);
