@@ -11,8 +11,7 @@ export type RedisArgument = string | Buffer | number;
 
 /**
  * The part of an ioredis client the store uses (declared here, so the driver stays the user's).
- * `callBuffer` is used rather than `evalshaBuffer` because ioredis types it, and because it keeps
- * bulk replies as Buffers: response bodies are bytes, not text.
+ * Replies must keep bulk strings as Buffers: response bodies are bytes, not text.
  */
 export interface RedisCommandClient {
   callBuffer(command: string, ...args: RedisArgument[]): Promise<unknown>;
@@ -64,6 +63,18 @@ const MAX_BODY_LIMIT = 512 * 1024 * 1024;
 const SCAN_COUNT = 500;
 
 /**
+ * Sends one command with Buffer replies. ioredis defines a Buffer method per command at run time
+ * (`evalshaBuffer`, `scanBuffer`, …) but types only `callBuffer`, and under
+ * `enableAutoPipelining` `callBuffer` loses the command name (Redis answers "unknown command
+ * '<sha>'"). So the per-command method is used where it exists, `callBuffer` elsewhere.
+ */
+function send(client: RedisCommandClient, command: 'evalsha' | 'eval' | 'scan', args: RedisArgument[]): Promise<unknown> {
+  const method = (client as unknown as Record<string, unknown>)[`${command}Buffer`];
+  if (typeof method === 'function') return (method as (...a: RedisArgument[]) => Promise<unknown>).apply(client, args);
+  return client.callBuffer(command, ...args);
+}
+
+/**
  * The Redis key of a record. The pair is hashed: braces in a scope or key cannot break the
  * `{…}` hash tag, and JSON of the pair is injective, so two pairs never share a key. The tag
  * keeps any future companion key of a record on the record's Cluster slot.
@@ -107,12 +118,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   async function run(script: LuaScript, key: string, ref: RecordRef | undefined, args: RedisArgument[]): Promise<unknown> {
     try {
       try {
-        return await client.callBuffer('evalsha', script.sha, 1, key, graceMs, ...args);
+        return await send(client, 'evalsha', [script.sha, 1, key, graceMs, ...args]);
       } catch (error) {
         // NOSCRIPT: the node's cache is empty (restart, failover, SCRIPT FLUSH, a new Cluster
         // node). The script did not run, so running it by EVAL is safe, and EVAL caches it again.
         if (!messageOf(error).startsWith('NOSCRIPT')) throw error;
-        return await client.callBuffer('eval', script.source, 1, key, graceMs, ...args);
+        return await send(client, 'eval', [script.source, 1, key, graceMs, ...args]);
       }
     } catch (error) {
       const message = messageOf(error);
@@ -209,7 +220,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       do {
         let reply: unknown;
         try {
-          reply = await node.callBuffer('scan', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+          reply = await send(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
         } catch (error) {
           throw new StoreUnavailableError(`redis store: reap failed: ${messageOf(error)}`, { cause: error });
         }
