@@ -139,9 +139,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       // The response went out without passing onSend (hijacked): nothing can be stored, release.
       // There is deliberately no onRequestAbort release: a client that leaves does not stop the
       // handler, whose answer onSend still stores, so releasing would let its retry run twice.
-      // The response went out without passing onSend (hijacked): nothing can be stored, release.
-      // There is deliberately no onRequestAbort release: a client that leaves does not stop the
-      // handler, whose answer onSend still stores, so releasing would let its retry run twice.
       onResponse(request: FastifyRequest, _reply: FastifyReply, done: () => void) {
         const execution = pending.get(request)?.execution;
         if (execution) void execution.abort();
