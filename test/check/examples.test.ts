@@ -89,8 +89,9 @@ async function check(name: string, env: Record<string, string>, args: readonly s
 
 describe.each(runs)('npx idemkit check against example %s on %s', (name, store, serverUrl) => {
   it.skipIf(store !== 'sqlite' && serverUrl === undefined)('exits 0 and passes every MUST and SHOULD case', async () => {
-    // A 100 ms handler, so the in-flight cases catch the original running.
-    const report = await check(name, { STORE_URL: serverUrl ?? `sqlite:${join(dir, `${name}.db`)}`, DELAY_MS: '100' }, [
+    // A 300 ms handler, so the in-flight cases catch the original running even when CI's other
+    // suites slow every answer (at 100 ms, a loaded run once saw the mismatch answered last: WARN).
+    const report = await check(name, { STORE_URL: serverUrl ?? `sqlite:${join(dir, `${name}.db`)}`, DELAY_MS: '300' }, [
       '--other-header', 'authorization: Bearer bob',
     ]);
     // The examples store no handler error and set no cookie: those SKIP, as does the lease case
