@@ -11,29 +11,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from './support/services.js';
 import { MARIADB, POSTGRES, REDIS, requireService } from './support/services.js';
+import { startExample } from './support/examples.js';
 
 const root = join(import.meta.dirname, '..');
 const examples = ['web', 'hono', 'express', 'fastify'];
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-examples-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function startExample(name: string, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', `examples/${name}.ts`], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`example ${name} exited with ${code}: ${out}`)));
-  });
-  return { url, child };
-}
 
 const post = (url: string, key: string | undefined, body: unknown, token = 'alice') =>
   fetch(`${url}/charges`, {

@@ -139,6 +139,49 @@ let savepoints = 0;
  * A savepoint per call, one at a time per executor: two savepoints interleaved on one connection
  * would release or roll back each other.
  */
+/** How one connection begins, commits and rolls back; the rollback reports failure by throwing. */
+interface TransactionSteps {
+  begin(): unknown;
+  commit(): unknown;
+  rollback(): unknown;
+}
+
+/**
+ * BEGIN, fn, COMMIT; on a throw ROLLBACK and rethrow. Answers `healthy: false` in `health` when the
+ * rollback failed, so the caller can discard a connection that may still be inside the transaction.
+ */
+async function runTransaction<T>(
+  steps: TransactionSteps,
+  inner: SqlExecutor,
+  fn: (tx: SqlExecutor) => Promise<T>,
+  health?: { healthy: boolean; error?: Error },
+): Promise<T> {
+  await steps.begin();
+  let result: T;
+  try {
+    result = await fn(inner);
+  } catch (error) {
+    try {
+      await steps.rollback();
+    } catch (rollbackError) {
+      if (health) Object.assign(health, { healthy: false, error: rollbackError as Error });
+    }
+    throw error;
+  }
+  await steps.commit();
+  return result;
+}
+
+/** A transaction on a single connection, behind its gate: our other statements on it wait. */
+async function gatedTransaction<T>(gate: ReturnType<typeof gateFor>, steps: TransactionSteps, inner: SqlExecutor, fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  const unlock = await gate.lock();
+  try {
+    return await runTransaction(steps, inner, fn);
+  } finally {
+    unlock();
+  }
+}
+
 function savepointRunner(run: (sql: string) => Promise<unknown>, child: () => SqlExecutor) {
   let tail: Promise<unknown> = Promise.resolve();
   return <T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> => {
@@ -244,24 +287,13 @@ function pgClientExecutor(client: PgClientLike, joined: boolean): SqlExecutor {
   return brand({
     dialect: 'postgres',
     query: (sql, params) => gate.run(() => pgQuery(client, sql, params)),
-    async transaction(fn) {
-      const unlock = await gate.lock();
-      try {
-        await client.query('BEGIN');
-        let result;
-        try {
-          result = await fn(pgClientExecutor(client, true));
-        } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw error;
-        }
-        await pgCommit(client);
-        return result;
-      } finally {
-        unlock();
-      }
-    },
+    transaction: (fn) =>
+      gatedTransaction(gate, pgSteps(client), pgClientExecutor(client, true), fn),
   });
+}
+
+function pgSteps(client: PgClientLike): TransactionSteps {
+  return { begin: () => client.query('BEGIN'), commit: () => pgCommit(client), rollback: () => client.query('ROLLBACK') };
 }
 
 function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
@@ -270,21 +302,12 @@ function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
     query: (sql, params) => pgQuery(pool, sql, params),
     async transaction(fn) {
       const client = await pool.connect();
-      let broken: Error | undefined;
+      const health: { healthy: boolean; error?: Error } = { healthy: true };
       try {
-        await client.query('BEGIN');
-        let result;
-        try {
-          result = await fn(pgClientExecutor(client, true));
-        } catch (error) {
-          // A client whose ROLLBACK failed may still be inside the transaction: discard it.
-          await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-          throw error;
-        }
-        await pgCommit(client);
-        return result;
+        return await runTransaction(pgSteps(client), pgClientExecutor(client, true), fn, health);
       } finally {
-        client.release(broken);
+        // A client whose ROLLBACK failed may still be inside the transaction: discard it.
+        client.release(health.error);
       }
     },
   });
@@ -342,24 +365,18 @@ function sqliteExecutor(db: SqliteDatabaseLike, joined: boolean): SqlExecutor {
   return brand({
     dialect: 'sqlite',
     query: (sql, params) => gate.run(() => sqliteRun(db, sql, params)),
-    async transaction(fn) {
-      const unlock = await gate.lock();
-      try {
-        // IMMEDIATE takes the file's write lock now, so a later write cannot fail on lock upgrade.
-        db.exec('BEGIN IMMEDIATE');
-        let result;
-        try {
-          result = await fn(sqliteExecutor(db, true));
-        } catch (error) {
-          if (db.inTransaction) db.exec('ROLLBACK');
-          throw error;
-        }
-        db.exec('COMMIT');
-        return result;
-      } finally {
-        unlock();
-      }
-    },
+    transaction: (fn) =>
+      gatedTransaction(
+        gate,
+        {
+          // IMMEDIATE takes the file's write lock now, so a later write cannot fail on lock upgrade.
+          begin: () => db.exec('BEGIN IMMEDIATE'),
+          commit: () => db.exec('COMMIT'),
+          rollback: () => db.inTransaction && db.exec('ROLLBACK'),
+        },
+        sqliteExecutor(db, true),
+        fn,
+      ),
   });
 }
 
@@ -396,31 +413,12 @@ function mysqlConnectionExecutor(conn: MysqlConnectionLike, joined: boolean): Sq
   return brand({
     dialect: 'mysql',
     query: (sql, params) => gate.run(() => mysqlQuery(conn, sql, params)),
-    async transaction(fn) {
-      const unlock = await gate.lock();
-      try {
-        return await mysqlTransaction(conn, fn);
-      } finally {
-        unlock();
-      }
-    },
+    transaction: (fn) => gatedTransaction(gate, mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn),
   });
 }
 
-/** Runs fn in a transaction; answers false in `healthy` when the connection may still be inside it. */
-async function mysqlTransaction<T>(conn: MysqlConnectionLike, fn: (tx: SqlExecutor) => Promise<T>, health?: { healthy: boolean }): Promise<T> {
-  await conn.beginTransaction();
-  let result: T;
-  try {
-    result = await fn(mysqlConnectionExecutor(conn, true));
-  } catch (error) {
-    await conn.rollback().catch(() => {
-      if (health) health.healthy = false;
-    });
-    throw error;
-  }
-  await conn.commit();
-  return result;
+function mysqlSteps(conn: MysqlConnectionLike): TransactionSteps {
+  return { begin: () => conn.beginTransaction(), commit: () => conn.commit(), rollback: () => conn.rollback() };
 }
 
 function mysqlPoolExecutor(pool: MysqlPoolLike): SqlExecutor {
@@ -431,7 +429,7 @@ function mysqlPoolExecutor(pool: MysqlPoolLike): SqlExecutor {
       const conn = await pool.getConnection();
       const health = { healthy: true };
       try {
-        return await mysqlTransaction(conn, fn, health);
+        return await runTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, health);
       } finally {
         // A connection whose ROLLBACK failed may still hold the transaction: close it, the server rolls back.
         if (health.healthy || typeof conn.destroy !== 'function') conn.release();

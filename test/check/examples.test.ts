@@ -3,8 +3,6 @@
  * it, on SQLite (all four) and on PostgreSQL and Redis (two each, so every example meets a server
  * store), through the CLI with --json: exit 0, and every MUST and SHOULD case PASSes.
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +12,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CheckReport } from '../../src/check/index.js';
 import { POSTGRES, REDIS, requireService } from '../support/services.js';
-import { root, runCli } from './cli.js';
+import { runCli } from './cli.js';
+import { startExample } from '../support/examples.js';
 
 const suffix = `${process.pid}_${randomBytes(4).toString('hex')}`;
 const table = `check_${suffix}`;
@@ -41,24 +40,6 @@ afterAll(async () => {
     redis.disconnect();
   }
 });
-
-async function startExample(name: string, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--conditions=idemkit-source', '--import', 'tsx', `examples/${name}.ts`], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`example ${name} exited with ${code}: ${out}`)));
-  });
-  return { url, child };
-}
 
 const runs: Array<[string, string, string | undefined]> = [
   ['web', 'sqlite', undefined],
