@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
 
 /** What identifies "the same request" for one key. */
@@ -40,8 +40,8 @@ export function isJsonMediaType(contentType: string): boolean {
  * including a body that claims JSON but does not parse, is hashed as raw bytes.
  */
 export function fingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
-  // One-shot hashing of one buffer: a Hash object with several update() calls costs more than
-  // the hashing itself for bodies of this size.
+  // Canonical JSON is hashed one-shot as one string: for bodies of that size a Hash object with
+  // several update() calls costs more than the hashing itself.
   const head = `${input.method.toUpperCase()}\n${input.path}\n`;
   const canonical = canonicalJsonBody(input, options.fields);
   if (canonical !== undefined) return hash('sha256', `${head}json\n${canonical}`, 'hex');
@@ -49,8 +49,8 @@ export function fingerprint(input: FingerprintInput, options: FingerprintOptions
   if (input.parsedJson && input.body.byteLength === 0) {
     return hash('sha256', `${head}raw\n${JSON.stringify(input.parsedJson.value) ?? ''}`, 'hex');
   }
-  const prefix = Buffer.from(`${head}raw\n`);
-  return hash('sha256', Buffer.concat([prefix, input.body], prefix.byteLength + input.body.byteLength), 'hex');
+  // Raw bodies may be large: hashed in two updates rather than copied behind the prefix.
+  return createHash('sha256').update(`${head}raw\n`).update(input.body).digest('hex');
 }
 
 function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | undefined): string | undefined {

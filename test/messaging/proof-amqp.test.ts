@@ -8,12 +8,11 @@ import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import type { Channel, ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateProcessed } from '../../src/messaging/index.js';
 import { POSTGRES, RABBITMQ, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { postgresDatabase } from './databases.js';
 import type { ConsumerProcess } from './proof-support.js';
-import { CRASHES, killAll, plan, startConsumer, until } from './proof-support.js';
+import { CRASHES, createProofTables, killAll, plan, startConsumer, until } from './proof-support.js';
 
 const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
 const tag = `${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -30,13 +29,7 @@ describe.skipIf(!available)('proof: RabbitMQ consumer crashes, every effect exac
     channel = await connection.createChannel();
     await channel.assertQueue(queue, { durable: false });
     t = postgresDatabase();
-    names.PROCESSED = t.table('proof_amqp_processed');
-    names.EFFECTS = t.table('proof_amqp_effects');
-    names.COUNTERS = t.table('proof_amqp_counters');
-    await migrateProcessed(t.db, { table: names.PROCESSED });
-    await t.db.query(`CREATE TABLE ${names.EFFECTS} (message_id TEXT NOT NULL)`);
-    await t.db.query(`CREATE TABLE ${names.COUNTERS} (name TEXT PRIMARY KEY, n INTEGER NOT NULL)`);
-    await t.db.query(`INSERT INTO ${names.COUNTERS} (name, n) VALUES ('effects', 0)`);
+    Object.assign(names, await createProofTables(t, 'amqp'));
   });
   afterAll(async () => {
     killAll();

@@ -12,12 +12,12 @@ import { nanos } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateProcessed, natsPublishOnce } from '../../src/messaging/index.js';
+import { natsPublishOnce } from '../../src/messaging/index.js';
 import { NATS, POSTGRES, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { postgresDatabase } from './databases.js';
 import type { ConsumerProcess } from './proof-support.js';
-import { CRASHES, killAll, plan, startConsumer, until } from './proof-support.js';
+import { CRASHES, createProofTables, killAll, plan, startConsumer, until } from './proof-support.js';
 
 const available = (await requireService(NATS)) && (await requireService(POSTGRES));
 const tag = `${process.pid}_${randomBytes(3).toString('hex')}`;
@@ -39,13 +39,7 @@ describe.skipIf(!available)('proof: NATS JetStream consumer crashes, every effec
     // A short ack_wait: messages held by a killed consumer come back quickly.
     await jsm.consumers.add(stream, { durable_name: 'proof', ack_policy: AckPolicy.Explicit, ack_wait: nanos(2000), filter_subject: `${stream}.msg` });
     t = postgresDatabase();
-    names.PROCESSED = t.table('proof_nats_processed');
-    names.EFFECTS = t.table('proof_nats_effects');
-    names.COUNTERS = t.table('proof_nats_counters');
-    await migrateProcessed(t.db, { table: names.PROCESSED });
-    await t.db.query(`CREATE TABLE ${names.EFFECTS} (message_id TEXT NOT NULL)`);
-    await t.db.query(`CREATE TABLE ${names.COUNTERS} (name TEXT PRIMARY KEY, n INTEGER NOT NULL)`);
-    await t.db.query(`INSERT INTO ${names.COUNTERS} (name, n) VALUES ('effects', 0)`);
+    Object.assign(names, await createProofTables(t, 'nats'));
   });
   afterAll(async () => {
     killAll();

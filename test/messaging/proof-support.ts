@@ -3,6 +3,8 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ConsumeStats } from '../../src/messaging/index.js';
+import { migrateProcessed } from '../../src/messaging/index.js';
+import type { TestDatabase } from './databases.js';
 
 const script = join(import.meta.dirname, 'proof-consumer.ts');
 const live = new Set<ChildProcess>();
@@ -100,3 +102,17 @@ export const CRASHES: ReadonlyArray<{ phase: 'handler' | 'ack'; at: number } | {
   { phase: 'ack', at: 60 },
   { external: 100 },
 ];
+
+/** The consumer's tables on `t`: processed records, one row per effect, and the effects counter. */
+export async function createProofTables(t: TestDatabase, broker: string): Promise<{ PROCESSED: string; EFFECTS: string; COUNTERS: string }> {
+  const names = {
+    PROCESSED: t.table(`proof_${broker}_processed`),
+    EFFECTS: t.table(`proof_${broker}_effects`),
+    COUNTERS: t.table(`proof_${broker}_counters`),
+  };
+  await migrateProcessed(t.db, { table: names.PROCESSED });
+  await t.db.query(`CREATE TABLE ${names.EFFECTS} (message_id TEXT NOT NULL)`);
+  await t.db.query(`CREATE TABLE ${names.COUNTERS} (name TEXT PRIMARY KEY, n INTEGER NOT NULL)`);
+  await t.db.query(`INSERT INTO ${names.COUNTERS} (name, n) VALUES ('effects', 0)`);
+  return names;
+}
