@@ -193,23 +193,33 @@ export const CASES: readonly CheckCase[] = [
       const started = ctx.start({ key, body });
       await started.written;
       const original = started.answer;
-      let done = false;
-      void original.then(() => (done = true), () => (done = true));
       // A retry with the SAME body answers 409 exactly while the original runs: that is the
       // black-box proof it is in flight. Retry (at most 50 times) until one does, then send the
-      // different body. Every answer to the same body is kept: together they may hold one
-      // execution only (a retry can overtake the original on another connection).
-      const sameBody: HttpAnswer[] = [];
+      // different body at once. A retry can overtake the original on its own connection: then
+      // the ORIGINAL gets the 409 and that retry is the execution, still running; the different
+      // body goes out then too, without waiting for it. Every answer to the same body is kept:
+      // together they may hold one execution only.
+      const settled = <T>(promise: Promise<T>) => promise.then(() => undefined, () => undefined);
+      const retries: Array<Promise<HttpAnswer>> = [];
       let probe: HttpAnswer | undefined;
-      for (let i = 0; i < 50 && !done; i++) {
-        const retry = await ctx.send({ key, body });
-        sameBody.push(retry);
-        if (retry.status === 409 || retry.status === 429) {
-          probe = retry;
-          break;
-        }
+      let originalAnswer: HttpAnswer | undefined;
+      let originalDone = false;
+      void original.then((a) => (originalAnswer = a), () => {}).finally(() => (originalDone = true));
+      for (let i = 0; i < 50 && !originalDone; i++) {
+        const retry = ctx.send({ key, body });
+        retries.push(retry);
+        let retryAnswer: HttpAnswer | undefined;
+        await Promise.race([settled(retry.then((a) => (retryAnswer = a))), settled(original)]);
+        const busy = (a: HttpAnswer | undefined) => a !== undefined && (a.status === 409 || a.status === 429);
+        if (busy(retryAnswer)) probe = retryAnswer;
+        else if (busy(originalAnswer)) probe = originalAnswer;
+        if (probe !== undefined) break;
+        // Neither answered "in progress" yet: wait for this retry before the next one, so at
+        // most one probe is open at a time.
+        if (retryAnswer === undefined && !originalDone) await settled(retry);
       }
       const mismatch = ctx.send({ key, body: other });
+      const sameBody = await Promise.all(retries);
       const [o, m] = await Promise.all([original, mismatch]);
       const evidence = [
         `original → ${describe(o)}`,

@@ -51,6 +51,21 @@ describe('against our own middleware (Fastify, memory store)', () => {
     expect(result.statuses['409']).toBeGreaterThan(0);
   });
 
+  it('in-flight-mismatch: a retry that overtakes the original is the execution; the different body is sent while it runs', async () => {
+    // The original waits 150 ms at the door, the first same-body retry claims the key and runs
+    // 300 ms, the original gets 409. Waiting for that retry before sending the different body
+    // would see it answered last (a WARN the CI once hit under load).
+    const overtaken = await startCorrect({ delayMs: 300, overtakeMs: 150 });
+    try {
+      const report = await runCheck({ url: overtaken.url, headers: auth, only: ['in-flight-mismatch'] });
+      const result = byId(report, 'in-flight-mismatch');
+      expect(result.evidence[0]).toMatch(/^original → 409 /);
+      expect(result).toMatchObject({ verdict: 'PASS' });
+    } finally {
+      await overtaken.close();
+    }
+  });
+
   it('the lease case: past 2x a 100 ms lease, the live original keeps its key', async () => {
     const slow = await startCorrect({ delayMs: 500, leaseMs: 100 });
     try {

@@ -15,12 +15,20 @@ const bearer = (value: string | undefined) => /^Bearer (\S+)$/.exec(value ?? '')
 
 /**
  * POST and PATCH /charges: 201 with a fresh id, a Set-Cookie, and (body `{"fail":true}`) a 402
- * from the handler; `delayMs` keeps each request in flight that long.
+ * from the handler; `delayMs` keeps each request in flight that long. `overtakeMs` holds the
+ * first request of each key that long before it reaches the middleware, so a retry sent
+ * meanwhile claims the key first (what a loaded server does to requests on two connections).
  */
-export async function startCorrect(options: { delayMs?: number; leaseMs?: number } = {}): Promise<Running> {
+export async function startCorrect(options: { delayMs?: number; leaseMs?: number; overtakeMs?: number } = {}): Promise<Running> {
   const app = Fastify();
+  const seenKeys = new Set<string>();
   app.addHook('onRequest', async (request, reply) => {
     if (!bearer(request.headers.authorization)) return reply.code(401).send({ error: 'unauthorized' });
+    const key = request.headers['idempotency-key'];
+    if (options.overtakeMs && typeof key === 'string' && !seenKeys.has(key)) {
+      seenKeys.add(key);
+      await new Promise((resolve) => setTimeout(resolve, options.overtakeMs));
+    }
   });
   await app.register(idempotency, {
     store: memoryStore(),
