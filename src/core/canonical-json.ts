@@ -10,7 +10,50 @@
 const MAX_DEPTH = 1000;
 
 export function canonicalJson(value: unknown): string {
+  // Most bodies have their keys in order already (clients serialise the same struct every time);
+  // then JCS is exactly JSON.stringify's text, which the engine writes faster than any JS walk.
+  if (inCanonicalOrder(value, 0)) return JSON.stringify(value) as string;
   return write(value, 0);
+}
+
+/**
+ * True when JSON.stringify(value) is already the JCS text: every object's keys in UTF-16 order,
+ * no lone surrogates, no non-finite numbers, nothing with a toJSON. False means "use write()",
+ * which also throws where JCS has no form.
+ */
+function inCanonicalOrder(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+      return value.isWellFormed();
+    case 'number':
+      return Number.isFinite(value);
+    case 'boolean':
+    case 'undefined':
+      return true;
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (depth > MAX_DEPTH || typeof (value as { toJSON?: unknown }).toJSON === 'function') return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (typeof item !== 'function' && typeof item !== 'symbol' && !inCanonicalOrder(item, depth + 1)) return false;
+    }
+    return true;
+  }
+  const record = value as Record<string, unknown>;
+  let previous: string | undefined;
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue;
+    if ((previous !== undefined && previous >= key) || !key.isWellFormed()) return false;
+    previous = key;
+    const item = record[key];
+    if (typeof item !== 'function' && typeof item !== 'symbol' && !inCanonicalOrder(item, depth + 1)) return false;
+  }
+  return true;
 }
 
 function write(value: unknown, depth: number): string {

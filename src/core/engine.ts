@@ -77,15 +77,20 @@ const WAIT_POLL_MAX_MS = 250;
  * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
  * then either replay, reject, or run the handler under the returned `Execution`.
  */
+/** The lease keeper's ticks per lease. */
+const LEASE_TICKS = 3;
+
 export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
-  private readonly keeper: LeaseKeeper | undefined;
+  private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
 
   constructor(options: IdempotencyOptions<Req>) {
     this.options = resolveOptions(options);
     this.deadlines = new Deadlines(this.options.storeTimeoutMs);
-    if (this.options.renewLease) this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / 3)));
+    // Ticks every third of a lease: renews leases (unless renewLease is off) and notices clients
+    // that have gone (Execution.watchClient).
+    this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS)));
   }
 
   covers(method: string): boolean {
@@ -132,6 +137,7 @@ export class IdempotencyEngine<Req = unknown> {
         case 'mismatch':
           return { kind: 'reject', error: new KeyMismatchError() };
         case 'acquired':
+          if (!options.transactional) return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines) };
           return this.startExecution(ref, claim);
         case 'in_flight': {
           const remaining = deadline - Date.now();
@@ -176,8 +182,10 @@ export class Execution {
   private readonly ref: RecordRef;
   private readonly token: string;
   private readonly transaction: StoreTransaction<unknown> | undefined;
-  private readonly keeper: LeaseKeeper | undefined;
+  private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
+  private client: { readonly destroyed: boolean } | undefined;
+  private ticksSinceClientLeft = 0;
   private leaseLost = false;
   private discarded = false;
   private suspended = false;
@@ -188,7 +196,7 @@ export class Execution {
     ref: RecordRef,
     claim: Extract<Claim, { kind: 'acquired' }>,
     transaction: StoreTransaction<unknown> | undefined,
-    keeper: LeaseKeeper | undefined,
+    keeper: LeaseKeeper,
     deadlines: Deadlines,
   ) {
     this.options = options;
@@ -216,7 +224,17 @@ export class Execution {
         this.suspended = true;
       },
     };
-    keeper?.add(this);
+    keeper.add(this);
+  }
+
+  /**
+   * Watches the client connection (a Node response: `destroyed` once its socket closed). A
+   * disconnect does not mean nothing happened: the handler may still finish its effect, so the
+   * claim is kept while it runs (a retry gets 409, then the replay). A handler that never ends (a
+   * pipe that the closed socket unpiped) is abandoned one lease after the disconnect is noticed.
+   */
+  watchClient(client: { readonly destroyed: boolean }): void {
+    this.client = client;
   }
 
   private async beginPhaseTransaction(): Promise<FencedTransaction> {
@@ -242,9 +260,14 @@ export class Execution {
     };
   }
 
-  /** Called by the lease keeper: extends the lease, or learns that it was lost. */
+  /** Called by the lease keeper every third of a lease: extends the lease, or learns that it was lost. */
   renew(): void {
-    const { store, leaseMs, onError } = this.options;
+    if (this.client?.destroyed && ++this.ticksSinceClientLeft >= LEASE_TICKS) {
+      this.abandon();
+      return;
+    }
+    const { store, leaseMs, onError, renewLease } = this.options;
+    if (!renewLease) return;
     store.renew(this.ref, this.token, leaseMs).then(
       (ok) => {
         if (!ok) {
@@ -257,7 +280,7 @@ export class Execution {
   }
 
   private stopRenewal(): void {
-    this.keeper?.delete(this);
+    this.keeper.delete(this);
   }
 
   /**

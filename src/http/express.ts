@@ -1,8 +1,9 @@
-import type { IncomingMessage, OutgoingHttpHeader, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
+import { ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Execution, IdempotencyContext } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
-import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { BodyTooLargeError, IdemkitError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
@@ -28,6 +29,8 @@ declare global {
 type ParsedRequest = Request & { _body?: boolean };
 
 const EMPTY = Buffer.alloc(0);
+/** Dropped, with the replay headers, when a problem replaces the handler's answer. */
+const ENTITY_HEADERS = ['set-cookie', 'content-length', 'content-encoding'];
 
 /**
  * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
@@ -41,14 +44,15 @@ export function idempotency(options: IdempotencyOptions<Request>) {
   async function admitAndRun(req: Request, res: Response, next: NextFunction): Promise<void> {
     let key: string | undefined;
     let body: BodyFacts;
+    const contentType = req.headers['content-type'];
     try {
       key = engine.parseKey(headerValues(req, headerName));
       if (key === undefined) return next();
-      body = await requestBody(req as ParsedRequest, maxBodyBytes);
+      body = await requestBody(req as ParsedRequest, contentType, maxBodyBytes);
     } catch (error) {
       return sendProblemOr(error, res, next);
     }
-    const facts = { method: req.method, path: req.originalUrl, contentType: req.headers['content-type'], ...body };
+    const facts = { method: req.method, path: req.originalUrl, contentType, ...body };
     let admission;
     try {
       admission = await engine.admit(req, key, facts);
@@ -71,6 +75,10 @@ export function idempotency(options: IdempotencyOptions<Request>) {
 
   return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
     if (!engine.covers(req.method)) return next();
+    if (captures.has(res)) {
+      // Two of these on one request (app-level and route-level, say) would claim twice.
+      return next(new IdemkitError('ERR_IDEMKIT_MOUNTED_TWICE', `idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one`));
+    }
     // Express 4 ignores a middleware's promise, so a rejection must reach `next` by hand.
     admitAndRun(req, res, next).catch(next);
   };
@@ -83,11 +91,10 @@ type BodyFacts = { body: Uint8Array; parsedJson?: { value: unknown } };
  * otherwise the stream is read here and handed on as if a body parser had read it. A JSON body is
  * parsed once, for the route and for the fingerprint.
  */
-async function requestBody(req: ParsedRequest, limit: number): Promise<BodyFacts> {
-  const contentType = req.headers['content-type'];
+async function requestBody(req: ParsedRequest, contentType: string | undefined, limit: number): Promise<BodyFacts> {
   const json = contentType !== undefined && isJsonMediaType(contentType);
-  const consumed = req._body === true || req.readableEnded || (req.complete && !req.readable);
-  if (consumed) {
+  // `_body` is what body-parser sets; a stream that ended was read by something else.
+  if (req._body === true || req.readableEnded || (req.complete && !req.readable)) {
     if (Buffer.isBuffer(req.rawBody)) return { body: checkLimit(req.rawBody, limit) };
     if (req.body === undefined) throw new Error('idemkit: the request body was read before the idempotency middleware and not kept');
     if (json) return { body: EMPTY, parsedJson: { value: req.body } };
@@ -130,13 +137,19 @@ function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let settled = false;
+    // The listeners stay: removing four of them cost more than reading a small body, and once
+    // settled they do nothing (a later 'close' or 'error' of this request is ignored here).
     const settle = (error: Error | undefined) => {
+      if (settled) return;
+      settled = true;
       req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
       if (error) reject(error);
       else resolve(Buffer.concat(chunks, size));
     };
     // Past the limit the rest of the upload is left to flow away unbuffered; Node drains it.
     const onData = (chunk: Buffer) => {
+      if (settled) return;
       size += chunk.byteLength;
       if (size > limit) settle(new BodyTooLargeError(limit));
       else chunks.push(chunk);
@@ -151,57 +164,80 @@ function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
 interface Capture {
   readonly execution: Execution;
   readonly engine: IdempotencyEngine<Request>;
-  readonly baseline: OutgoingHttpHeaders;
   readonly chunks: Buffer[];
-  /** What these methods were before (another middleware's wrappers, or the prototype's). */
-  readonly originals: Record<'writeHead' | 'write' | 'end' | 'flushHeaders', Method>;
   /** running: collecting; finishing: the record is being written; done: writes go to the socket. */
   state: 'running' | 'finishing' | 'done';
 }
 
-const captures = new WeakMap<ServerResponse, Capture>();
+const METHODS = ['writeHead', 'write', 'end', 'flushHeaders'] as const;
 type Method = (...args: unknown[]) => unknown;
+type Methods = Readonly<Record<(typeof METHODS)[number], Method>>;
 
-// The interceptors are shared functions installed as own properties, not closures made per
-// request: the response object then keeps the same shape from one request to the next. Once a
-// capture is done they hand every call to what was there before (a compression middleware's
-// wrapper, say), so nothing needs to be restored.
-function capturingWriteHead(this: ServerResponse, ...args: unknown[]): unknown {
-  const capture = captures.get(this)!; // installed only together with its capture
-  if (capture.state === 'done') return capture.originals.writeHead.apply(this, args);
-  const [status, ...rest] = args;
-  this.statusCode = status as number;
-  if (typeof rest[0] === 'string') this.statusMessage = rest.shift() as string;
-  applyWriteHeadHeaders(this, rest[0] as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined);
-  return this;
+const captures = new WeakMap<ServerResponse, Capture>();
+
+/**
+ * The interceptors, around `originals` (another middleware's wrappers, or the prototype's). A
+ * response without a capture, or whose capture is done, goes straight to them, so nothing ever
+ * needs to be restored.
+ */
+function capturingMethods(originals: Methods): Methods {
+  return {
+    writeHead(this: ServerResponse, ...args: unknown[]): unknown {
+      const capture = captures.get(this);
+      if (capture === undefined || capture.state === 'done') return originals.writeHead.apply(this, args);
+      const [status, ...rest] = args;
+      this.statusCode = status as number;
+      if (typeof rest[0] === 'string') this.statusMessage = rest.shift() as string;
+      applyWriteHeadHeaders(this, rest[0] as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined);
+      return this;
+    },
+    write(this: ServerResponse, ...args: unknown[]): unknown {
+      const capture = captures.get(this);
+      if (capture === undefined || capture.state === 'done') return originals.write.apply(this, args);
+      const [chunk, encoding, callback] = args;
+      if (capture.state === 'running') capture.chunks.push(toBuffer(chunk, encoding));
+      const cb = typeof encoding === 'function' ? encoding : callback;
+      if (typeof cb === 'function') process.nextTick(cb as () => void);
+      return true;
+    },
+    end(this: ServerResponse, ...args: unknown[]): unknown {
+      const capture = captures.get(this);
+      if (capture === undefined || capture.state === 'done') return originals.end.apply(this, args);
+      let [chunk, encoding, callback] = args;
+      if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
+      if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
+      if (capture.state !== 'running') return this;
+      if (chunk !== undefined && chunk !== null) capture.chunks.push(toBuffer(chunk, encoding));
+      capture.state = 'finishing';
+      void deliver(this, capture, callback as (() => void) | undefined);
+      return this;
+    },
+    flushHeaders(this: ServerResponse): void {
+      const capture = captures.get(this);
+      if (capture === undefined || capture.state === 'done') originals.flushHeaders.call(this);
+    },
+  };
 }
 
-function capturingFlushHeaders(this: ServerResponse): void {
-  const capture = captures.get(this)!;
-  if (capture.state === 'done') capture.originals.flushHeaders.call(this);
-}
+/**
+ * Express gives each response its app's prototype (`app.response`), and a response object that
+ * changed prototype is slow to change: four own properties per request cost ~10 µs. So the
+ * interceptors are installed once on that prototype, which Express documents as the place to
+ * extend responses. Node's own ServerResponse.prototype is never touched.
+ */
+const prototypeMethods = new WeakMap<object, Methods>();
 
-function capturingWrite(this: ServerResponse, ...args: unknown[]): unknown {
-  const capture = captures.get(this)!; // installed only together with its capture
-  if (capture.state === 'done') return capture.originals.write.apply(this, args);
-  const [chunk, encoding, callback] = args;
-  if (capture.state === 'running') capture.chunks.push(toBuffer(chunk, encoding));
-  const cb = typeof encoding === 'function' ? encoding : callback;
-  if (typeof cb === 'function') process.nextTick(cb as () => void);
-  return true;
-}
-
-function capturingEnd(this: ServerResponse, ...args: unknown[]): unknown {
-  const capture = captures.get(this)!; // installed only together with its capture
-  if (capture.state === 'done') return capture.originals.end.apply(this, args);
-  let [chunk, encoding, callback] = args;
-  if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
-  if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
-  if (capture.state !== 'running') return this;
-  if (chunk !== undefined && chunk !== null) capture.chunks.push(toBuffer(chunk, encoding));
-  capture.state = 'finishing';
-  void deliver(this, capture, callback as (() => void) | undefined);
-  return this;
+function methodsOnPrototype(res: ServerResponse): Methods | undefined {
+  const proto = Object.getPrototypeOf(res) as object | null;
+  if (proto === null) return undefined;
+  let methods = prototypeMethods.get(proto);
+  if (methods !== undefined) return methods;
+  if (proto === ServerResponse.prototype || !ServerResponse.prototype.isPrototypeOf(proto) || !Object.isExtensible(proto)) return undefined;
+  const target = proto as Record<string, Method>;
+  methods = capturingMethods({ writeHead: target.writeHead!, write: target.write!, end: target.end!, flushHeaders: target.flushHeaders! });
+  for (const name of METHODS) Object.defineProperty(proto, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
+  prototypeMethods.set(proto, methods);
+  return methods;
 }
 
 /**
@@ -210,26 +246,15 @@ function capturingEnd(this: ServerResponse, ...args: unknown[]): unknown {
  * writeHead/write/end, whether from res.send, res.json, res.end or a piped stream.
  */
 function captureResponse(res: Response, execution: Execution, engine: IdempotencyEngine<Request>): void {
-  const originals = { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders } as Capture['originals'];
-  const capture: Capture = { execution, engine, baseline: res.getHeaders(), chunks: [], originals, state: 'running' };
-  captures.set(res, capture);
-  res.writeHead = capturingWriteHead as typeof res.writeHead;
-  res.write = capturingWrite as typeof res.write;
-  res.end = capturingEnd as typeof res.end;
-  res.flushHeaders = capturingFlushHeaders;
-
-  res.on('close', () => {
-    if (capture.state !== 'running') return;
-    // A disconnect does not mean nothing happened: the handler may still finish its effect, so the
-    // claim is kept while it runs (a retry gets 409, then the replay). A handler that never ends
-    // (a pipe that the closed socket unpiped) is abandoned after one lease: its claim then expires
-    // and a retry takes over.
-    setTimeout(() => {
-      if (capture.state !== 'running') return;
-      capture.state = 'done';
-      execution.abandon();
-    }, engine.options.leaseMs).unref();
-  });
+  captures.set(res, { execution, engine, chunks: [], state: 'running' });
+  const shared = methodsOnPrototype(res);
+  // A wrapper installed on the response itself before us (compression mounted earlier), or a
+  // response outside an Express app: interceptors of its own, around what is there.
+  if (shared === undefined || res.end !== shared.end || res.write !== shared.write || res.writeHead !== shared.writeHead || res.flushHeaders !== shared.flushHeaders) {
+    const own = capturingMethods({ writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders } as Methods);
+    for (const name of METHODS) (res as unknown as Record<string, Method>)[name] = own[name];
+  }
+  execution.watchClient(res);
 }
 
 /** Writes the record, then sends what the handler answered (or the engine's replacement). */
@@ -252,7 +277,9 @@ async function deliver(res: ServerResponse, capture: Capture, callback: (() => v
   }
   capture.state = 'done';
   if (replacement) {
-    resetHeaders(res, capture.baseline);
+    // What describes the handler's representation goes; the rest (CORS, say) stays, as on Fastify.
+    for (const name of capture.engine.options.replayHeaders) res.removeHeader(name);
+    for (const name of ENTITY_HEADERS) res.removeHeader(name);
     return sendProblem(res, replacement);
   }
   // Code running after end (an error handler, say) must not alter what was stored.

@@ -40,6 +40,10 @@ interface Pending {
 const EMPTY = Buffer.alloc(0);
 const HOOKS = ['onRequest', 'preHandler', 'onSend', 'onError', 'onResponse'] as const;
 const kProtected = Symbol('idemkit.fastify.route');
+/** A request decoration (so every request has it from construction): its Pending, or null. */
+const kPending = Symbol('idemkit.fastify.pending');
+
+type TrackedRequest = FastifyRequest & { [kPending]: Pending | null };
 
 async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<FastifyRequest>): Promise<void> {
   const engine = new IdempotencyEngine<FastifyRequest>(options);
@@ -47,9 +51,11 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   const headerName = header.toLowerCase();
   // Headers that describe the handler's representation; dropped when a problem replaces it.
   const entityHeaders = [...replayHeaders, 'set-cookie', 'content-length', 'content-encoding'];
-  const pending = new WeakMap<FastifyRequest, Pending>();
-
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
+  // Fastify builds each request with its decorations in place: reading and writing this property
+  // costs less than a WeakMap. Each plugin instance owns the requests of its own routes only.
+  if (!fastify.hasRequestDecorator(kPending as unknown as string)) fastify.decorateRequest(kPending as unknown as string, null);
+  const pendingOf = (request: FastifyRequest) => (request as TrackedRequest)[kPending];
 
   fastify.addHook('onRoute', (route) => {
     const config = route.config?.idempotency;
@@ -81,49 +87,53 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
           sendProblem(reply, error); // answered: the chain stops without done()
           return;
         }
-        if (key !== undefined) pending.set(request, { key, threw: false, tooLarge: false });
+        if (key !== undefined) (request as TrackedRequest)[kPending] = { key, threw: false, tooLarge: false };
         done();
       },
 
-      // After schema validation: a request refused by validation never claims its key.
-      async preHandler(request: FastifyRequest, reply: FastifyReply) {
-        const state = pending.get(request);
-        if (!state) return undefined;
+      // After schema validation: a request refused by validation never claims its key. Answering
+      // here means reply.send() without done(), as Fastify's callback-style hooks do.
+      preHandler(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
+        const state = pendingOf(request);
+        if (!state) return done();
         const contentType = request.headers['content-type'];
         const facts = { method: request.method, path: request.url, contentType, ...bodyFacts(request.body, contentType) };
-        let admission;
-        try {
-          admission = await engine.admit(request, state.key, facts);
-        } catch (error) {
-          return sendProblem(reply, error);
-        }
-        switch (admission.kind) {
-          case 'replay': {
-            const { response } = admission;
-            reply.code(response.status).headers(replayHeaderRecord(response));
-            return reply.send(sendable(replayBody(response)));
-          }
-          case 'reject':
-            return sendProblem(reply, admission.error);
-          case 'unprotected':
-            return undefined;
-          case 'execute':
-            break;
-        }
-        state.execution = admission.execution;
-        request.idempotency = admission.execution.context;
-        return undefined;
+        engine.admit(request, state.key, facts).then(
+          (admission) => {
+            switch (admission.kind) {
+              case 'replay': {
+                const { response } = admission;
+                reply.code(response.status).headers(replayHeaderRecord(response));
+                reply.send(sendable(replayBody(response)));
+                return;
+              }
+              case 'reject':
+                sendProblem(reply, admission.error);
+                return;
+              case 'unprotected':
+                return done();
+              case 'execute':
+                state.execution = admission.execution;
+                request.idempotency = admission.execution.context;
+                return done();
+            }
+          },
+          (error: unknown) => {
+            if (error instanceof IdempotencyHttpError) sendProblem(reply, error);
+            else done(error as Error);
+          },
+        );
       },
 
       onError(request: FastifyRequest, _reply: FastifyReply, error: Error & { code?: string }, done: () => void) {
-        const state = pending.get(request);
+        const state = pendingOf(request);
         if (state?.execution) state.threw = true;
         else if (state && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') state.tooLarge = true;
         done();
       },
 
       onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: Error | null, payload?: unknown) => void) {
-        const state = pending.get(request);
+        const state = pendingOf(request);
         if (!state || (!state.execution && !state.tooLarge)) return done(null, payload);
         if (state.tooLarge) {
           // Fastify refused the body before anything was claimed: answer in the matrix's own words.
@@ -140,7 +150,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       // There is deliberately no onRequestAbort release: a client that leaves does not stop the
       // handler, whose answer onSend still stores, so releasing would let its retry run twice.
       onResponse(request: FastifyRequest, _reply: FastifyReply, done: () => void) {
-        const execution = pending.get(request)?.execution;
+        const execution = pendingOf(request)?.execution;
         if (execution) void execution.abort();
         done();
       },
@@ -153,17 +163,23 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   });
 
   /** Stores the handler's answer, then lets it out (or the engine's replacement). */
-  async function finishExecution(state: Pending, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  function finishExecution(state: Pending, reply: FastifyReply, payload: unknown): Promise<unknown> {
+    // A string or a Buffer (what almost every handler sends) is read without waiting a turn.
+    const bytes = plainBytes(payload);
+    if (bytes !== undefined) return storeAnswer(state, reply, payload, bytes);
+    return readPayload(reply, payload).then(
+      (read) => storeAnswer(state, reply, payload, read),
+      (error: unknown) => {
+        state.threw = true; // Fastify answers this error through onSend again: that answer is stored
+        throw error;
+      },
+    );
+  }
+
+  async function storeAnswer(state: Pending, reply: FastifyReply, payload: unknown, read: Buffer): Promise<unknown> {
     const execution = state.execution!;
-    let bytes: Buffer;
-    try {
-      bytes = await toBytes(await unwrapResponse(reply, payload));
-    } catch (error) {
-      state.threw = true; // Fastify answers this error through onSend again: that answer is stored
-      throw error;
-    }
     state.execution = undefined; // captured once; a later error answer passes through
-    if (isNullBodyStatus(reply.statusCode)) bytes = EMPTY;
+    const bytes = isNullBodyStatus(reply.statusCode) ? EMPTY : read;
     const stored = toStoredResponse(reply.statusCode, Object.entries(reply.getHeaders()), bytes, replayHeaders);
     const replacement = await execution.finish(stored, state.threw);
     // The payload as it came (a string goes out in one write with the headers), or its bytes.
@@ -199,8 +215,16 @@ function bodyFacts(body: unknown, contentType: string | undefined): { body: Uint
   return { body: Buffer.from(JSON.stringify(body)) };
 }
 
+/** The bytes of a string, Buffer or empty payload; undefined for a stream or a fetch Response. */
+function plainBytes(payload: unknown): Buffer | undefined {
+  if (payload === null || payload === undefined) return EMPTY;
+  if (typeof payload === 'string') return Buffer.from(payload);
+  if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  return undefined;
+}
+
 /** A fetch `Response` sent through Fastify: apply its status and headers, keep its body. */
-async function unwrapResponse(reply: FastifyReply, payload: unknown): Promise<unknown> {
+function unwrapResponse(reply: FastifyReply, payload: unknown): unknown {
   if (payload === null || typeof payload !== 'object' || Object.prototype.toString.call(payload) !== '[object Response]') return payload;
   const response = payload as Response;
   reply.code(response.status);
@@ -208,12 +232,15 @@ async function unwrapResponse(reply: FastifyReply, payload: unknown): Promise<un
   return response.body;
 }
 
+async function readPayload(reply: FastifyReply, payload: unknown): Promise<Buffer> {
+  return toBytes(unwrapResponse(reply, payload));
+}
+
 /** The bytes of an onSend payload: a string, a Buffer, nothing, or a stream (read to its end). */
 async function toBytes(payload: unknown): Promise<Buffer> {
-  if (payload === null || payload === undefined) return EMPTY;
-  if (typeof payload === 'string') return Buffer.from(payload);
-  if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
-  if (typeof payload === 'object' && Symbol.asyncIterator in payload) {
+  const plain = plainBytes(payload);
+  if (plain !== undefined) return plain;
+  if (typeof payload === 'object' && payload !== null && Symbol.asyncIterator in payload) {
     const chunks: Buffer[] = [];
     for await (const chunk of payload as AsyncIterable<Uint8Array | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
     return Buffer.concat(chunks);

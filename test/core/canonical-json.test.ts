@@ -44,6 +44,25 @@ describe('canonicalJson (RFC 8785)', () => {
     }
   });
 
+  it('matches it on 5000 random values whose keys are already in order (written by JSON.stringify)', () => {
+    const sortedCopy = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(sortedCopy);
+      if (value === null || typeof value !== 'object') return value;
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(value).sort()) out[key] = sortedCopy((value as Record<string, unknown>)[key]);
+      return out;
+    };
+    const next = prng(20261130);
+    let inOrder = 0;
+    for (let i = 0; i < 5000; i++) {
+      const value = sortedCopy(JSON.parse(JSON.stringify(randomJson(next, 0))));
+      // Integer-like keys ("10") go first in JS objects whatever the insertion order: not in order.
+      if (JSON.stringify(value) === canonicalize(value)) inOrder++;
+      expect(canonicalJson(value), JSON.stringify(value)).toBe(canonicalize(value));
+    }
+    expect(inOrder).toBeGreaterThan(4000);
+  });
+
   it('sorts keys by UTF-16 code units, as RFC 8785 §3.2.3 says', () => {
     // The RFC's own example: "\u20ac" (€) sorts after "\ud83d\ude00" (😀) in UTF-16 order.
     const value = { '\u20ac': 'Euro Sign', '\r': 'Carriage Return', '\ufb33': 'Hebrew Letter Dalet With Dagesh', '1': 'One', '\ud83d\ude00': 'Emoji: Grinning Face', '\u0080': 'Control', '\u00f6': 'Latin Small Letter O With Diaeresis' };
