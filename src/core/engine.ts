@@ -77,6 +77,12 @@ const WAIT_POLL_MAX_MS = 250;
  * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
  * then either replay, reject, or run the handler under the returned `Execution`.
  */
+/** What Execution.watchResponse reads of a Node ServerResponse. */
+export interface WatchedResponse {
+  readonly writableFinished: boolean;
+  readonly destroyed: boolean;
+}
+
 /** The lease keeper's ticks per lease. */
 const LEASE_TICKS = 3;
 
@@ -184,7 +190,7 @@ export class Execution {
   private readonly transaction: StoreTransaction<unknown> | undefined;
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
-  private client: { readonly destroyed: boolean } | undefined;
+  private response: WatchedResponse | undefined;
   private ticksSinceClientLeft = 0;
   private leaseLost = false;
   private discarded = false;
@@ -228,13 +234,15 @@ export class Execution {
   }
 
   /**
-   * Watches the client connection (a Node response: `destroyed` once its socket closed). A
-   * disconnect does not mean nothing happened: the handler may still finish its effect, so the
-   * claim is kept while it runs (a retry gets 409, then the replay). A handler that never ends (a
-   * pipe that the closed socket unpiped) is abandoned one lease after the disconnect is noticed.
+   * Watches the Node response this execution answers through, from the lease keeper's ticks (a
+   * listener per request cost more than the claim). An answer that went out without passing
+   * `finish` (a hijacked reply) stored nothing: the claim is released. A client that left does
+   * not mean nothing happened: the handler may still finish its effect, so the claim is kept
+   * while it runs (a retry gets 409, then the replay); a handler that never ends (a pipe that the
+   * closed socket unpiped) is abandoned one lease after the disconnect is noticed.
    */
-  watchClient(client: { readonly destroyed: boolean }): void {
-    this.client = client;
+  watchResponse(response: WatchedResponse): void {
+    this.response = response;
   }
 
   private async beginPhaseTransaction(): Promise<FencedTransaction> {
@@ -262,9 +270,16 @@ export class Execution {
 
   /** Called by the lease keeper every third of a lease: extends the lease, or learns that it was lost. */
   renew(): void {
-    if (this.client?.destroyed && ++this.ticksSinceClientLeft >= LEASE_TICKS) {
-      this.abandon();
-      return;
+    const response = this.response;
+    if (response !== undefined) {
+      if (response.writableFinished) {
+        void this.abort();
+        return;
+      }
+      if (response.destroyed && ++this.ticksSinceClientLeft >= LEASE_TICKS) {
+        this.abandon();
+        return;
+      }
     }
     const { store, leaseMs, onError, renewLease } = this.options;
     if (!renewLease) return;

@@ -254,7 +254,7 @@ function captureResponse(res: Response, execution: Execution, engine: Idempotenc
     const own = capturingMethods({ writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders } as Methods);
     for (const name of METHODS) (res as unknown as Record<string, Method>)[name] = own[name];
   }
-  execution.watchClient(res);
+  execution.watchResponse(res);
 }
 
 /** Writes the record, then sends what the handler answered (or the engine's replacement). */

@@ -29,7 +29,7 @@ declare module 'fastify' {
   }
 }
 
-/** What one keyed request carries from onRequest to onSend. */
+/** What one keyed request carries from preHandler to onSend. */
 interface Pending {
   readonly key: string;
   execution?: Execution;
@@ -38,7 +38,9 @@ interface Pending {
 }
 
 const EMPTY = Buffer.alloc(0);
-const HOOKS = ['onRequest', 'preHandler', 'onSend', 'onError', 'onResponse'] as const;
+// Each hook a request passes costs it a few µs: onError runs only on errors, and what an
+// onRequest and an onResponse hook did is done in preHandler and by the lease keeper.
+const HOOKS = ['preHandler', 'onSend', 'onError'] as const;
 const kProtected = Symbol('idemkit.fastify.route');
 /** A request decoration (so every request has it from construction): its Pending, or null. */
 const kPending = Symbol('idemkit.fastify.pending');
@@ -74,31 +76,34 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const bodyLimit = Math.min(route.bodyLimit ?? fastify.initialConfig.bodyLimit ?? maxBodyBytes, maxBodyBytes);
     route.bodyLimit = bodyLimit;
 
+    const keyedRequest = (request: FastifyRequest): boolean => {
+      if (!engine.covers(request.method)) return false;
+      try {
+        return engine.parseKey(headerValues(request.raw, headerName), false) !== undefined;
+      } catch {
+        return false;
+      }
+    };
     // Route-level hooks run after every application-level hook of the same stage, so auth,
     // rate limits and other preHandlers answer before a key is claimed.
     const hooks = {
-      // Callback-style where no I/O happens: an async hook costs a promise per request.
-      onRequest(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+      // After schema validation: a request refused by validation never claims its key. Answering
+      // here means reply.send() without done(), as Fastify's callback-style hooks do.
+      preHandler(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
         if (!engine.covers(request.method)) return done();
         let key: string | undefined;
         try {
           key = engine.parseKey(headerValues(request.raw, headerName), required);
         } catch (error) {
-          sendProblem(reply, error); // answered: the chain stops without done()
+          sendProblem(reply, error);
           return;
         }
-        if (key !== undefined) (request as TrackedRequest)[kPending] = { key, threw: false, tooLarge: false };
-        done();
-      },
-
-      // After schema validation: a request refused by validation never claims its key. Answering
-      // here means reply.send() without done(), as Fastify's callback-style hooks do.
-      preHandler(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
-        const state = pendingOf(request);
-        if (!state) return done();
+        if (key === undefined) return done();
+        const state: Pending = { key, threw: false, tooLarge: false };
+        (request as TrackedRequest)[kPending] = state;
         const contentType = request.headers['content-type'];
         const facts = { method: request.method, path: request.url, contentType, ...bodyFacts(request.body, contentType) };
-        engine.admit(request, state.key, facts).then(
+        engine.admit(request, key, facts).then(
           (admission) => {
             switch (admission.kind) {
               case 'replay': {
@@ -115,6 +120,8 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
               case 'execute':
                 state.execution = admission.execution;
                 request.idempotency = admission.execution.context;
+                // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
+                admission.execution.watchResponse(reply.raw);
                 return done();
             }
           },
@@ -128,7 +135,10 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       onError(request: FastifyRequest, _reply: FastifyReply, error: Error & { code?: string }, done: () => void) {
         const state = pendingOf(request);
         if (state?.execution) state.threw = true;
-        else if (state && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') state.tooLarge = true;
+        else if (!state && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' && keyedRequest(request)) {
+          // Refused before preHandler: a keyed request gets the matrix's 413 (in onSend).
+          (request as TrackedRequest)[kPending] = { key: '', threw: false, tooLarge: true };
+        }
         done();
       },
 
@@ -146,14 +156,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         finishExecution(state, reply, payload).then((result) => done(null, result), done);
       },
 
-      // The response went out without passing onSend (hijacked): nothing can be stored, release.
-      // There is deliberately no onRequestAbort release: a client that leaves does not stop the
-      // handler, whose answer onSend still stores, so releasing would let its retry run twice.
-      onResponse(request: FastifyRequest, _reply: FastifyReply, done: () => void) {
-        const execution = pendingOf(request)?.execution;
-        if (execution) void execution.abort();
-        done();
-      },
     };
     const target = route as unknown as Record<string, unknown>;
     for (const name of HOOKS) {
