@@ -232,8 +232,8 @@ function methodsOnPrototype(res: ServerResponse): Methods | undefined {
   if (proto === null) return undefined;
   let methods = prototypeMethods.get(proto);
   if (methods !== undefined) return methods;
-  if (proto === ServerResponse.prototype || !ServerResponse.prototype.isPrototypeOf(proto) || !Object.isExtensible(proto)) return undefined;
-  const target = proto as Record<string, Method>;
+  if (proto === ServerResponse.prototype || !(proto instanceof ServerResponse) || !Object.isExtensible(proto)) return undefined;
+  const target = proto as unknown as Record<string, Method>;
   methods = capturingMethods({ writeHead: target.writeHead!, write: target.write!, end: target.end!, flushHeaders: target.flushHeaders! });
   for (const name of METHODS) Object.defineProperty(proto, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
   prototypeMethods.set(proto, methods);
