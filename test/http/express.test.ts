@@ -361,6 +361,73 @@ describe.each([
     expect(wrapped).toBe(2);
   });
 
+  it('captures through a wrapper mounted after it, and stores what that wrapper sent', async () => {
+    const app = lib();
+    app.set('env', 'test');
+    app.use(idempotency({ store, scope: () => 'inner-wrapper' }));
+    app.use((_req, res, next) => {
+      // Reads res.end from the app's response prototype, where the interceptors are installed.
+      const end = res.end as (...args: unknown[]) => unknown;
+      res.end = function (this: unknown, chunk: unknown, ...rest: unknown[]) {
+        // Express hands end() a Buffer once it computed the ETag; ASCII keeps its length.
+        const shout = (text: string) => text.toUpperCase();
+        return end.call(this, Buffer.isBuffer(chunk) ? Buffer.from(shout(chunk.toString())) : typeof chunk === 'string' ? shout(chunk) : chunk, ...rest);
+      } as typeof res.end;
+      next();
+    });
+    app.post('/shout', lib.json(), (_req, res) => {
+      executions++;
+      res.type('text/plain').send(`quiet ${randomUUID()}`);
+    });
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    const [first, again] = await twice(served, '/shout', json({ a: 1 }));
+    expect(first.text).toMatch(/^QUIET [0-9A-F-]{36}$/);
+    expect(again.text).toBe(first.text);
+  });
+
+  it('leaves responses of routes it does not protect, in the same app, as they were', async () => {
+    const app = await serve((a) => {
+      a.get('/plain', (_req, res) => {
+        res.write('a');
+        res.end('b');
+      });
+      a.post('/keyed', (_req, res) => {
+        executions++;
+        res.status(201).json({ n: executions });
+      });
+    });
+    // A protected request first, so the app's response prototype carries the interceptors.
+    expect((await post(app, '/keyed', { key: randomUUID() })).status).toBe(201);
+    const plain = await fetch(`${app.url}/plain`, { headers: { authorization: 'Bearer tenant' } });
+    expect(await plain.text()).toBe('ab');
+    const unkeyed = await post(app, '/keyed');
+    expect(unkeyed.status).toBe(400);
+  });
+
+  it('refuses a second idempotency middleware on the same request, before it claims anything', async () => {
+    const app = lib();
+    app.set('env', 'test');
+    app.use(idempotency({ store, scope: () => 'twice' }));
+    let reported: unknown;
+    app.post('/twice', idempotency({ store, scope: () => 'twice-inner' }), (_req, res) => {
+      executions++;
+      res.json({ ok: true });
+    });
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      reported = error;
+      res.status(500).json({ error: 'mounted twice' });
+    });
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    const k = randomUUID();
+    const answer = await post(served, '/twice', { key: k, ...json({ a: 1 }) });
+    expect(answer.status).toBe(500);
+    expect(reported).toMatchObject({ code: 'ERR_IDEMKIT_MOUNTED_TWICE' });
+    expect(executions).toBe(0);
+    expect(await store.get({ scope: 'twice-inner', key: k })).toBeUndefined();
+  });
+
   it('keeps the claim when the client disconnects mid-handler, then replays what the handler sent', async () => {
     const app = await serve((a) =>
       a.post('/slow-charge', async (_req, res) => {
