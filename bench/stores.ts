@@ -69,7 +69,7 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
       },
     };
   }
-  const client = new Redis(REDIS_URL, { enableAutoPipelining: true });
+  const client = new Redis(REDIS_URL);
   let trips = 0;
   const callBuffer = client.callBuffer.bind(client);
   const counted = Object.assign(Object.create(client) as Redis, {
