@@ -15,7 +15,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
-import type { Claim, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
+import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
 
 /** The request facts the engine needs, read by the adapter. */
@@ -90,9 +90,11 @@ export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
+  private readonly claimOptions: ClaimOptions;
 
   constructor(options: IdempotencyOptions<Req>) {
     this.options = resolveOptions(options);
+    this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
     this.deadlines = new Deadlines(this.options.storeTimeoutMs);
     // Ticks every third of a lease: renews leases (unless renewLease is off) and notices clients
     // that have gone (Execution.watchClient).
@@ -127,7 +129,7 @@ export class IdempotencyEngine<Req = unknown> {
       let claim: Claim;
       try {
         claim = await this.deadlines.bound(
-          options.store.claim(ref, fp, { leaseMs: options.leaseMs, windowMs: options.windowMs }),
+          options.store.claim(ref, fp, this.claimOptions),
           'claim',
           // The client already got its 503: a claim that lands later must not block its retry for a lease.
           (late) => {

@@ -41,10 +41,12 @@ export function replayHeaderList(response: StoredResponse): Array<readonly [stri
 /** The replay headers as a name → value(s) record, for Node-style `setHeader` APIs. */
 export function replayHeaderRecord(response: StoredResponse): Record<string, string | string[]> {
   const grouped: Record<string, string | string[]> = {};
-  for (const [name, value] of replayHeaderList(response)) {
+  for (const [name, value] of response.headers) {
     const existing = grouped[name];
-    grouped[name] = existing === undefined ? value : [...(Array.isArray(existing) ? existing : [existing]), value];
+    grouped[name] = existing === undefined ? value : typeof existing === 'string' ? [existing, value] : [...existing, value];
   }
+  grouped[REPLAYED_HEADER] = 'true';
+  if (response.bodyOmitted) grouped[BODY_OMITTED_HEADER] = 'true';
   return grouped;
 }
 

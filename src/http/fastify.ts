@@ -99,8 +99,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
           return;
         }
         if (key === undefined) return done();
-        const state: Pending = { key, threw: false, tooLarge: false };
-        (request as TrackedRequest)[kPending] = state;
         const contentType = request.headers['content-type'];
         const facts = { method: request.method, path: request.url, contentType, ...bodyFacts(request.body, contentType) };
         engine.admit(request, key, facts).then(
@@ -118,7 +116,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
               case 'unprotected':
                 return done();
               case 'execute':
-                state.execution = admission.execution;
+                (request as TrackedRequest)[kPending] = { key, execution: admission.execution, threw: false, tooLarge: false };
                 request.idempotency = admission.execution.context;
                 // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
                 admission.execution.watchResponse(reply.raw);
