@@ -73,10 +73,6 @@ export interface FencedTransaction<Tx = unknown> {
 const WAIT_POLL_MIN_MS = 10;
 const WAIT_POLL_MAX_MS = 250;
 
-/**
- * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
- * then either replay, reject, or run the handler under the returned `Execution`.
- */
 /** What Execution.watchResponse reads of a Node ServerResponse. */
 export interface WatchedResponse {
   readonly writableFinished: boolean;
@@ -86,6 +82,10 @@ export interface WatchedResponse {
 /** The lease keeper's ticks per lease. */
 const LEASE_TICKS = 3;
 
+/**
+ * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
+ * then either replay, reject, or run the handler under the returned `Execution`.
+ */
 export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
   private readonly keeper: LeaseKeeper;
@@ -97,7 +97,7 @@ export class IdempotencyEngine<Req = unknown> {
     this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
     this.deadlines = new Deadlines(this.options.storeTimeoutMs);
     // Ticks every third of a lease: renews leases (unless renewLease is off) and notices clients
-    // that have gone (Execution.watchClient).
+    // that have gone and answers that went out without us (Execution.watchResponse).
     this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS)));
   }
 

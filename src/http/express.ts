@@ -138,8 +138,8 @@ function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    // The listeners stay: removing four of them cost more than reading a small body, and once
-    // settled they do nothing (a later 'close' or 'error' of this request is ignored here).
+    // Settles once: an over-limit chunk settles, and the 'data' or 'close' events after it must
+    // not settle again.
     const settle = (error: Error | undefined) => {
       if (settled) return;
       settled = true;

@@ -123,11 +123,11 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
                 return done();
             }
           },
-          (error: unknown) => {
-            if (error instanceof IdempotencyHttpError) sendProblem(reply, error);
-            else done(error as Error);
-          },
-        );
+        ).catch((error: unknown) => {
+          // The store failed (a problem answer), or answering threw: Fastify's error handling.
+          if (error instanceof IdempotencyHttpError && !reply.sent) sendProblem(reply, error);
+          else done(error as Error);
+        });
       },
 
       onError(request: FastifyRequest, _reply: FastifyReply, error: Error & { code?: string }, done: () => void) {
@@ -153,7 +153,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         }
         finishExecution(state, reply, payload).then((result) => done(null, result), done);
       },
-
     };
     const target = route as unknown as Record<string, unknown>;
     for (const name of HOOKS) {
