@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import type { Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,6 +101,39 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(sent).toEqual(['evalsha', 'evalsha']);
     expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
     expect(sent).toEqual(['evalsha', 'evalsha', 'evalsha']);
+  });
+
+  it('coalesceWrites: commands sent from separate callbacks of one event-loop turn leave in one socket write', async () => {
+    /** Socket writes for 20 claims issued by 20 timers that fire in the same timers phase. */
+    async function socketWrites(coalesceWrites: boolean): Promise<number> {
+      const own = await connectStoreClient(REDIS.port);
+      try {
+        const s = redisStore({ client: own, prefix: `${RUN}-coalesce`, coalesceWrites });
+        await s.get({ scope: 's', key: 'warm-up' }); // loads the script, outside the count
+        const socket = (own as unknown as { stream: Socket }).stream;
+        let writes = 0;
+        for (const method of ['_write', '_writev'] as const) {
+          const original = socket[method]!.bind(socket) as (...args: unknown[]) => void;
+          (socket as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+            writes++;
+            original(...args);
+          };
+        }
+        // Between two timer callbacks Node runs the socket's write completion, so without
+        // corking each callback's command is a write of its own.
+        const claims = Array.from({ length: 20 }, () => new Promise((resolve) => setTimeout(() => resolve(s.claim({ scope: 's', key: randomUUID() }, 'fp', opts)), 0)));
+        const results = (await Promise.all(claims)) as Array<{ kind: string }>;
+        expect(results.every((r) => r.kind === 'acquired')).toBe(true);
+        return writes;
+      } finally {
+        await deleteKeys(own, `${RUN}-coalesce:*`);
+        own.disconnect();
+      }
+    }
+    const plain = await socketWrites(false);
+    const coalesced = await socketWrites(true);
+    expect(plain).toBeGreaterThanOrEqual(10);
+    expect(coalesced).toBeLessThanOrEqual(2);
   });
 
   it('survives SCRIPT FLUSH between operations (NOSCRIPT falls back to EVAL once)', async () => {
