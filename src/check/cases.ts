@@ -219,8 +219,8 @@ export const CASES: readonly CheckCase[] = [
         if (retryAnswer === undefined && !originalDone) await settled(retry);
       }
       const mismatch = ctx.send({ key, body: other });
-      const sameBody = await Promise.all(retries);
-      const [o, m] = await Promise.all([original, mismatch]);
+      // One await for all of them, so a failure of one never leaves another's unobserved.
+      const [sameBody, o, m] = await Promise.all([Promise.all(retries), original, mismatch]);
       const evidence = [
         `original → ${describe(o)}`,
         ...(probe ? [`same body, while it ran → ${describe(probe)}`] : []),
