@@ -145,8 +145,8 @@ export class IdempotencyEngine<Req = unknown> {
         case 'mismatch':
           return { kind: 'reject', error: new KeyMismatchError() };
         case 'acquired':
-          if (!options.transactional) return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines) };
-          return this.startExecution(ref, claim);
+          if (options.transactional) return this.startTransactionalExecution(ref, claim);
+          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines) };
         case 'in_flight': {
           const remaining = deadline - Date.now();
           if (options.inFlight === 'conflict' || remaining <= 0) {
@@ -159,22 +159,21 @@ export class IdempotencyEngine<Req = unknown> {
     }
   }
 
-  private async startExecution(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<Admission> {
-    const { store, transactional } = this.options;
-    let transaction: StoreTransaction<unknown> | undefined;
-    if (transactional) {
-      try {
-        const begin = (store as TransactionalStore).beginTransaction();
-        // A transaction that opens after we gave up must still be closed, or it would hold a connection.
-        begin.catch(() => {});
-        transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
-      } catch (error) {
-        await store.release(ref, claim.token).catch(this.options.onError);
-        return this.storeDown(error);
-      }
+  private async startTransactionalExecution(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<Admission> {
+    const store = this.options.store as TransactionalStore;
+    let transaction: StoreTransaction<unknown>;
+    try {
+      const begin = store.beginTransaction();
+      // A transaction that opens after we gave up must still be closed, or it would hold a connection.
+      begin.catch(() => {});
+      transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
+    } catch (error) {
+      await store.release(ref, claim.token).catch(this.options.onError);
+      return this.storeDown(error);
     }
     return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines) };
   }
+
 
   private storeDown(error: unknown): Admission {
     this.options.onError(error);

@@ -5,6 +5,12 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 /** Set on a replay whose body exceeded the store's limit and was not kept. */
 export const BODY_OMITTED_HEADER = 'idempotent-body-omitted';
 
+/**
+ * Headers that describe the handler's representation besides the replayed ones: dropped, with
+ * those, when a problem answer replaces the handler's.
+ */
+export const REPRESENTATION_HEADERS: readonly string[] = ['set-cookie', 'content-length', 'content-encoding'];
+
 const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
 
 /** Statuses whose responses never carry a body (HTTP semantics; WHATWG Response refuses one). */

@@ -6,7 +6,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdemkitError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 import { headerValues } from './node-headers.js';
 
@@ -29,8 +29,6 @@ declare global {
 type ParsedRequest = Request & { _body?: boolean };
 
 const EMPTY = Buffer.alloc(0);
-/** Dropped, with the replay headers, when a problem replaces the handler's answer. */
-const ENTITY_HEADERS = ['set-cookie', 'content-length', 'content-encoding'];
 
 /**
  * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
@@ -279,7 +277,7 @@ async function deliver(res: ServerResponse, capture: Capture, callback: (() => v
   if (replacement) {
     // What describes the handler's representation goes; the rest (CORS, say) stays, as on Fastify.
     for (const name of capture.engine.options.replayHeaders) res.removeHeader(name);
-    for (const name of ENTITY_HEADERS) res.removeHeader(name);
+    for (const name of REPRESENTATION_HEADERS) res.removeHeader(name);
     return sendProblem(res, replacement);
   }
   // Code running after end (an error handler, say) must not alter what was stored.

@@ -6,7 +6,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
 import { headerValues } from './node-headers.js';
 
@@ -52,7 +52,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   const { header, maxBodyBytes, replayHeaders } = engine.options;
   const headerName = header.toLowerCase();
   // Headers that describe the handler's representation; dropped when a problem replaces it.
-  const entityHeaders = [...replayHeaders, 'set-cookie', 'content-length', 'content-encoding'];
+  const entityHeaders = [...replayHeaders, ...REPRESENTATION_HEADERS];
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
   // Fastify builds each request with its decorations in place: reading and writing this property
   // costs less than a WeakMap. Each plugin instance owns the requests of its own routes only.

@@ -135,10 +135,6 @@ function brand(executor: SqlExecutor): SqlExecutor {
 // Savepoint names only need to be unique among the savepoints open on one connection.
 let savepoints = 0;
 
-/**
- * A savepoint per call, one at a time per executor: two savepoints interleaved on one connection
- * would release or roll back each other.
- */
 /** How one connection begins, commits and rolls back; the rollback reports failure by throwing. */
 interface TransactionSteps {
   begin(): unknown;
@@ -147,14 +143,14 @@ interface TransactionSteps {
 }
 
 /**
- * BEGIN, fn, COMMIT; on a throw ROLLBACK and rethrow. Answers `healthy: false` in `health` when the
- * rollback failed, so the caller can discard a connection that may still be inside the transaction.
+ * BEGIN, fn, COMMIT; on a throw ROLLBACK and rethrow. A failed rollback goes to `onRollbackFailure`,
+ * so the caller can discard a connection that may still be inside the transaction.
  */
 async function runTransaction<T>(
   steps: TransactionSteps,
   inner: SqlExecutor,
   fn: (tx: SqlExecutor) => Promise<T>,
-  health?: { healthy: boolean; error?: Error },
+  onRollbackFailure?: (error: Error) => void,
 ): Promise<T> {
   await steps.begin();
   let result: T;
@@ -164,7 +160,7 @@ async function runTransaction<T>(
     try {
       await steps.rollback();
     } catch (rollbackError) {
-      if (health) Object.assign(health, { healthy: false, error: rollbackError as Error });
+      onRollbackFailure?.(rollbackError as Error);
     }
     throw error;
   }
@@ -182,6 +178,10 @@ async function gatedTransaction<T>(gate: ReturnType<typeof gateFor>, steps: Tran
   }
 }
 
+/**
+ * A savepoint per call, one at a time per executor: two savepoints interleaved on one connection
+ * would release or roll back each other.
+ */
 function savepointRunner(run: (sql: string) => Promise<unknown>, child: () => SqlExecutor) {
   let tail: Promise<unknown> = Promise.resolve();
   return <T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> => {
@@ -302,12 +302,12 @@ function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
     query: (sql, params) => pgQuery(pool, sql, params),
     async transaction(fn) {
       const client = await pool.connect();
-      const health: { healthy: boolean; error?: Error } = { healthy: true };
+      let broken: Error | undefined;
       try {
-        return await runTransaction(pgSteps(client), pgClientExecutor(client, true), fn, health);
+        return await runTransaction(pgSteps(client), pgClientExecutor(client, true), fn, (error) => (broken = error));
       } finally {
         // A client whose ROLLBACK failed may still be inside the transaction: discard it.
-        client.release(health.error);
+        client.release(broken);
       }
     },
   });
@@ -427,12 +427,12 @@ function mysqlPoolExecutor(pool: MysqlPoolLike): SqlExecutor {
     query: (sql, params) => mysqlQuery(pool, sql, params),
     async transaction(fn) {
       const conn = await pool.getConnection();
-      const health = { healthy: true };
+      let healthy = true;
       try {
-        return await runTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, health);
+        return await runTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, () => (healthy = false));
       } finally {
         // A connection whose ROLLBACK failed may still hold the transaction: close it, the server rolls back.
-        if (health.healthy || typeof conn.destroy !== 'function') conn.release();
+        if (healthy || typeof conn.destroy !== 'function') conn.release();
         else conn.destroy();
       }
     },
