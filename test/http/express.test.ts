@@ -254,6 +254,72 @@ describe.each([
     expect(JSON.parse(text.text)).toEqual({ body: 'plain words', raw: 'plain words' });
   });
 
+  it('keeps the rawBody a body parser verify callback set before it, and fingerprints those bytes', async () => {
+    const app = lib();
+    app.set('env', 'test');
+    app.use(
+      lib.json({
+        verify: (req, _res, buf) => {
+          (req as express.Request).rawBody = buf;
+        },
+      }),
+    );
+    app.use(idempotency({ store, scope: () => 'verify' }));
+    app.post('/verified', (req, res) => {
+      executions++;
+      res.status(201).json({ raw: req.rawBody?.toString('utf8'), own: Object.hasOwn(req, 'rawBody'), n: executions });
+    });
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    const key = randomUUID();
+    const sent = '{"amount": 5}';
+    const first = await post(served, '/verified', { key, body: sent, type: 'application/json' });
+    expect(JSON.parse(first.text)).toEqual({ raw: sent, own: true, n: 1 });
+    const again = await post(served, '/verified', { key, body: sent, type: 'application/json' });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    const changed = await post(served, '/verified', { key, body: '{"amount": 6}', type: 'application/json' });
+    expect(changed.status).toBe(422);
+    expect(executions).toBe(1);
+  });
+
+  it('gives the handler req.idempotency, and leaves it undefined on a request it let through', async () => {
+    const app = await serve(
+      (a) =>
+        a.post('/context', (req, res) => {
+          executions++;
+          res.status(201).json({ key: req.idempotency?.key ?? null, takeover: req.idempotency?.takeover ?? null, raw: req.rawBody?.toString('utf8') ?? null });
+        }),
+      { required: false },
+    );
+    const key = randomUUID();
+    const keyed = await post(app, '/context', { key, ...json({ a: 1 }) });
+    expect(JSON.parse(keyed.text)).toEqual({ key, takeover: false, raw: '{"a":1}' });
+    const unkeyed = await post(app, '/context', json({ a: 1 }));
+    // Without a key the middleware neither read the body nor set a context: express.json() did the reading.
+    expect(JSON.parse(unkeyed.text)).toEqual({ key: null, takeover: null, raw: null });
+  });
+
+  it('works outside an Express app too (a plain Node server), with own req properties', async () => {
+    const middleware = idempotency({ store, scope: () => 'plain-node' });
+    const server = createServer((req, res) => {
+      const request = req as express.Request;
+      Object.assign(request, { originalUrl: req.url });
+      middleware(request, res as express.Response, (error?: unknown) => {
+        executions++;
+        res.statusCode = error ? 500 : 201;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ key: request.idempotency?.key, raw: request.rawBody?.toString('utf8'), own: Object.hasOwn(request, 'idempotency'), n: executions }));
+      });
+    });
+    const served = await listenServer(server);
+    apps.push(served);
+    const [first, again] = await twice(served, '/plain', json({ b: 2 }));
+    expect(JSON.parse(first.text)).toEqual({ key: expect.any(String), raw: '{"b":2}', own: true, n: 1 });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+  });
+
   it('fingerprints the parsed body when a body parser ran first', async () => {
     const app = await serve(
       (a) =>
