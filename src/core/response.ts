@@ -28,13 +28,27 @@ export function toStoredResponse(
   allow: ReadonlySet<string>,
 ): StoredResponse {
   const kept: Array<readonly [string, string]> = [];
-  for (const [rawName, value] of headers) {
-    const name = rawName.toLowerCase();
-    if (value === undefined || !allow.has(name)) continue;
-    if (Array.isArray(value)) for (const v of value as readonly string[]) kept.push([name, v]);
-    else kept.push([name, String(value)]);
-  }
+  for (const [name, value] of headers) keep(kept, name, value, allow);
   return { status, headers: kept, body, bodyOmitted: false };
+}
+
+/** `toStoredResponse` for a Node-style header object (`res.getHeaders()`), without an entries array. */
+export function toStoredResponseFromRecord(
+  status: number,
+  headers: Readonly<Record<string, HeaderValue>>,
+  body: Uint8Array,
+  allow: ReadonlySet<string>,
+): StoredResponse {
+  const kept: Array<readonly [string, string]> = [];
+  for (const name in headers) keep(kept, name, headers[name], allow);
+  return { status, headers: kept, body, bodyOmitted: false };
+}
+
+function keep(kept: Array<readonly [string, string]>, rawName: string, value: HeaderValue, allow: ReadonlySet<string>): void {
+  const name = rawName.toLowerCase();
+  if (value === undefined || !allow.has(name)) return;
+  if (Array.isArray(value)) for (const v of value as readonly string[]) kept.push([name, v]);
+  else kept.push([name, String(value)]);
 }
 
 /** The headers of a replay: the stored ones plus the replay markers. */

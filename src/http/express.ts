@@ -6,7 +6,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdemkitError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponseFromRecord } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 import { headerValues } from './node-headers.js';
 
@@ -106,7 +106,6 @@ async function requestBody(req: ParsedRequest, contentType: string | undefined, 
     return { body: checkLimit(bytes, limit) };
   }
   const raw = await readLimited(req, limit);
-  req._body = true;
   if (raw.byteLength === 0) return { body: raw, readHere: true };
   const parsed = parseBody(raw, contentType, json);
   req.body = parsed;
@@ -232,8 +231,11 @@ function capturingMethods(originals: Methods): Methods {
 /**
  * Express gives each response its app's prototype (`app.response`), and a response object that
  * changed prototype is slow to change: four own properties per request cost ~10 µs. So the
- * interceptors are installed once on that prototype, which Express documents as the place to
- * extend responses. Node's own ServerResponse.prototype is never touched.
+ * interceptors are installed once on a prototype, the place Express documents for extending
+ * responses: the bottom Express one (`express.response`, whose prototype is Node's), which every
+ * app's `app.response` inherits from, mounted sub-apps included. A sub-app swaps the prototype of
+ * the requests passing through it, and an interceptor on one app's prototype only would miss an
+ * answer sent after such a swap. Node's own ServerResponse.prototype is never touched.
  */
 const prototypeMethods = new WeakMap<object, Methods>();
 
@@ -242,12 +244,33 @@ function methodsOnPrototype(res: ServerResponse): Methods | undefined {
   if (proto === null) return undefined;
   let methods = prototypeMethods.get(proto);
   if (methods !== undefined) return methods;
-  if (proto === ServerResponse.prototype || !(proto instanceof ServerResponse) || !Object.isExtensible(proto)) return undefined;
-  const target = proto as unknown as Record<string, Method>;
-  methods = capturingMethods({ writeHead: target.writeHead!, write: target.write!, end: target.end!, flushHeaders: target.flushHeaders! });
-  for (const name of METHODS) Object.defineProperty(proto, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
+  const base = expressBase(proto, ServerResponse.prototype);
+  if (base === undefined) return undefined;
+  methods = prototypeMethods.get(base);
+  if (methods === undefined) {
+    const target = base as unknown as Record<string, Method>;
+    methods = capturingMethods({ writeHead: target.writeHead!, write: target.write!, end: target.end!, flushHeaders: target.flushHeaders! });
+    for (const name of METHODS) Object.defineProperty(base, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
+    prototypeMethods.set(base, methods);
+  }
+  // An app prototype that overrides one of the methods itself would hide the interceptors.
+  if (METHODS.some((name) => (proto as Record<string, unknown>)[name] !== methods[name])) return undefined;
   prototypeMethods.set(proto, methods);
   return methods;
+}
+
+/**
+ * The bottom of an Express prototype chain: the prototype whose own prototype is Node's (`node`),
+ * or undefined when `proto` is not below Node's class or the one to extend cannot be extended.
+ */
+function expressBase(proto: object, node: object): object | undefined {
+  let current: object | null = proto;
+  while (current !== null && current !== node) {
+    const next = Object.getPrototypeOf(current) as object | null;
+    if (next === node) return Object.isExtensible(current) ? current : undefined;
+    current = next;
+  }
+  return undefined;
 }
 
 /**
@@ -266,10 +289,14 @@ function captureResponse(res: Response, execution: Execution): void {
   execution.watchResponse(res);
 }
 
-/** `req.idempotency` and `req.rawBody`, read from the request's exchange. */
+/**
+ * `req.idempotency`, `req.rawBody` and `req._body` (body-parser's "already read" flag, which makes
+ * express.json() & co. skip the request), read from the request's exchange.
+ */
 const REQUEST_ACCESSORS = {
   idempotency: (exchange: Exchange) => exchange.execution?.context,
   rawBody: (exchange: Exchange) => exchange.rawBody,
+  _body: (exchange: Exchange) => (exchange.rawBody === undefined ? undefined : true),
 } as const;
 type AccessorName = keyof typeof REQUEST_ACCESSORS;
 const ACCESSOR_NAMES = Object.keys(REQUEST_ACCESSORS) as AccessorName[];
@@ -279,29 +306,38 @@ const requestPrototypes = new WeakSet<object>();
  * Express gives each request its app's prototype too, and on such an object every new own property
  * costs a new hidden class (~1 µs, and garbage for the collector: three properties took 0.04 µs
  * on a plain IncomingMessage and 3.8 µs on one after Object.setPrototypeOf, in a microbenchmark).
- * So `req.idempotency` and `req.rawBody` are getters on `app.request`, reading the exchange found
- * through `req.res`; assigning either (a `verify` callback setting `req.rawBody`, say) still
- * makes an ordinary own property. Outside an Express app they are own properties.
+ * So these are getters on `app.request`, reading the exchange found through `req.res`; assigning
+ * one (a `verify` callback setting `req.rawBody`, say) still makes an ordinary own property.
+ * Outside an Express app they are own properties.
  */
 function requestAccessors(req: Request): boolean {
   const proto = Object.getPrototypeOf(req) as object | null;
   if (proto === null) return false;
   if (requestPrototypes.has(proto)) return true;
-  if (proto === IncomingMessage.prototype || !(proto instanceof IncomingMessage) || !Object.isExtensible(proto)) return false;
-  if (ACCESSOR_NAMES.some((name) => name in proto)) return false;
-  for (const name of ACCESSOR_NAMES) {
-    const read = REQUEST_ACCESSORS[name];
-    Object.defineProperty(proto, name, {
-      configurable: true,
-      enumerable: false,
-      get(this: Request) {
-        const exchange = this.res === undefined ? undefined : exchanges.get(this.res);
-        return exchange === undefined ? undefined : read(exchange);
-      },
-      set(this: Request, value: unknown) {
-        Object.defineProperty(this, name, { value, writable: true, enumerable: true, configurable: true });
-      },
-    });
+  // On the bottom Express prototype, for the same reason as the response interceptors.
+  const base = expressBase(proto, IncomingMessage.prototype);
+  if (base === undefined) return false;
+  if (!requestPrototypes.has(base)) {
+    if (ACCESSOR_NAMES.some((name) => name in base)) return false;
+    for (const name of ACCESSOR_NAMES) {
+      const read = REQUEST_ACCESSORS[name];
+      Object.defineProperty(base, name, {
+        configurable: true,
+        enumerable: false,
+        get(this: Request) {
+          const exchange = this.res === undefined ? undefined : exchanges.get(this.res);
+          return exchange === undefined ? undefined : read(exchange);
+        },
+        set(this: Request, value: unknown) {
+          Object.defineProperty(this, name, { value, writable: true, enumerable: true, configurable: true });
+        },
+      });
+    }
+    requestPrototypes.add(base);
+  }
+  // An app prototype that defines one of the names itself hides the accessor.
+  for (let current = proto; current !== base; current = Object.getPrototypeOf(current) as object) {
+    if (ACCESSOR_NAMES.some((name) => Object.hasOwn(current, name))) return false;
   }
   requestPrototypes.add(proto);
   return true;
@@ -312,7 +348,9 @@ function attach(req: Request, res: Response, exchange: Exchange): void {
   exchanges.set(res, exchange);
   if (req.res === res && requestAccessors(req)) return;
   req.idempotency = exchange.execution?.context;
-  if (exchange.rawBody !== undefined) req.rawBody = exchange.rawBody;
+  if (exchange.rawBody === undefined) return;
+  req.rawBody = exchange.rawBody;
+  (req as ParsedRequest)._body = true;
 }
 
 /** Writes the record, then sends what the handler answered (or the engine's replacement). */
@@ -323,7 +361,7 @@ async function deliver(res: ServerResponse, capture: Exchange, execution: Execut
   // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
   // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
   // mode Execution.finish treats any 5xx as a failure and rolls back.
-  const stored = toStoredResponse(status, Object.entries(headers), body, capture.engine.options.replayHeaders);
+  const stored = toStoredResponseFromRecord(status, headers, body, capture.engine.options.replayHeaders);
   let replacement: IdempotencyHttpError | undefined;
   try {
     replacement = await execution.finish(stored, false);
@@ -351,9 +389,13 @@ async function deliver(res: ServerResponse, capture: Exchange, execution: Execut
 }
 
 function sameHeaders(now: OutgoingHttpHeaders, then: OutgoingHttpHeaders): boolean {
-  const names = Object.keys(now);
-  if (names.length !== Object.keys(then).length) return false;
-  return names.every((name) => now[name] === then[name]);
+  let count = 0;
+  for (const name in now) {
+    if (now[name] !== then[name]) return false;
+    count++;
+  }
+  for (const _name in then) count--;
+  return count === 0;
 }
 
 /** Does what Node's writeHead does to the header list, without sending it. */

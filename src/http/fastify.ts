@@ -6,7 +6,7 @@ import { IdempotencyEngine } from '../core/engine.js';
 import { BodyTooLargeError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponse } from '../core/response.js';
+import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponseFromRecord } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
 import { headerValues } from './node-headers.js';
 
@@ -179,7 +179,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const execution = state.execution!;
     state.execution = undefined; // captured once; a later error answer passes through
     const bytes = isNullBodyStatus(reply.statusCode) ? EMPTY : read;
-    const stored = toStoredResponse(reply.statusCode, Object.entries(reply.getHeaders()), bytes, replayHeaders);
+    const stored = toStoredResponseFromRecord(reply.statusCode, reply.getHeaders(), bytes, replayHeaders);
     const replacement = await execution.finish(stored, state.threw);
     // The payload as it came (a string goes out in one write with the headers), or its bytes.
     if (!replacement) return payload === null || payload === undefined || typeof payload === 'string' ? payload : bytes;

@@ -300,6 +300,34 @@ describe.each([
     expect(JSON.parse(unkeyed.text)).toEqual({ key: null, takeover: null, raw: null });
   });
 
+  it.each([
+    ['in the app, answered in a mounted sub-app', 'parent'],
+    ['in a mounted sub-app, answered by a route of the app after it', 'sub'],
+  ])('captures with the middleware %s (the sub-app swaps prototypes)', async (_name, where) => {
+    const app = lib();
+    const sub = lib();
+    app.set('env', 'test');
+    sub.set('env', 'test');
+    const handler = (req: express.Request, res: express.Response) => {
+      executions++;
+      res.status(201).json({ n: executions, key: req.idempotency?.key ?? null, raw: req.rawBody?.toString('utf8') ?? null, body: req.body as unknown });
+    };
+    if (where === 'parent') {
+      app.use(idempotency({ store, scope: () => 'sub-parent' }));
+      sub.post('/charges', lib.json(), handler);
+      app.use('/api', sub);
+    } else {
+      sub.use(idempotency({ store, scope: () => 'sub-inner' }));
+      app.use('/api', sub);
+      app.post('/api/charges', lib.json(), handler);
+    }
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    const [first, again] = await twice(served, '/api/charges', json({ a: 1 }));
+    expect(JSON.parse(first.text)).toEqual({ n: 1, key: expect.any(String), raw: '{"a":1}', body: { a: 1 } });
+    expect(again.text).toBe(first.text);
+  });
+
   it('works outside an Express app too (a plain Node server), with own req properties', async () => {
     const middleware = idempotency({ store, scope: () => 'plain-node' });
     const server = createServer((req, res) => {
