@@ -2,7 +2,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -172,8 +172,13 @@ export interface LoadSample {
   readonly serverSysMicrosPerReq: number;
   /** Server CPU time over wall time: ~100 % when the single-threaded server is the bottleneck. */
   readonly serverCpuPercent: number;
-  /** CPU used on the machine by processes other than the server and this one, in % of one core. */
+  /**
+   * CPU used on the machine by processes other than the server, this one and the store servers
+   * (redis-server, postgres, mariadbd: their work is part of what is measured), in % of one core.
+   */
   readonly otherCpuPercent: number | undefined;
+  /** CPU used by the store servers during the run, in % of one core. */
+  readonly storeCpuPercent: number | undefined;
   /** Handler executions during the run. */
   readonly handled: number;
   /** Server resident memory at the end of the run. */
@@ -183,6 +188,7 @@ export interface LoadSample {
 export async function runLoad(server: ServerHandle, workload: Workload, durationSec: number): Promise<LoadSample> {
   const before = await server.stats();
   const machineBefore = machineBusyMicros();
+  const storesBefore = storeServersMicros();
   const selfBefore = process.cpuUsage();
   const started = process.hrtime.bigint();
   const result = await autocannon({
@@ -195,14 +201,16 @@ export async function runLoad(server: ServerHandle, workload: Workload, duration
   const wallMicros = Number(process.hrtime.bigint() - started) / 1e3;
   const self = process.cpuUsage(selfBefore);
   const machineAfter = machineBusyMicros();
+  const storesAfter = storeServersMicros();
   const after = await server.stats();
   const serverSys = after.systemMicros - before.systemMicros;
   const serverCpu = after.userMicros - before.userMicros + serverSys;
   const completed = result.requests.total;
+  const storeCpu = storeCpuBetween(storesBefore, storesAfter);
   const otherCpu =
     machineBefore === undefined || machineAfter === undefined
       ? undefined
-      : Math.max(0, machineAfter - machineBefore - serverCpu - self.user - self.system);
+      : Math.max(0, machineAfter - machineBefore - serverCpu - self.user - self.system - (storeCpu ?? 0));
   return {
     reqPerSec: completed / result.duration,
     completed,
@@ -217,6 +225,7 @@ export async function runLoad(server: ServerHandle, workload: Workload, duration
     serverSysMicrosPerReq: completed > 0 ? serverSys / completed : NaN,
     serverCpuPercent: (100 * serverCpu) / wallMicros,
     otherCpuPercent: otherCpu === undefined ? undefined : (100 * otherCpu) / wallMicros,
+    storeCpuPercent: storeCpu === undefined ? undefined : (100 * storeCpu) / wallMicros,
     handled: after.handled - before.handled,
     serverRssBytes: after.rssBytes,
   };
@@ -262,6 +271,45 @@ function machineBusyMicros(): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+const STORE_SERVER_COMMANDS = new Set(['redis-server', 'postgres', 'mariadbd', 'mysqld']);
+
+/**
+ * CPU time used so far by each running store server process (pid → µs), from /proc; undefined off
+ * Linux. A PostgreSQL backend that starts and ends within one run is missed (the bench's pools
+ * keep theirs open).
+ */
+function storeServersMicros(): Map<number, number> | undefined {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return undefined;
+  }
+  const used = new Map<number, number>();
+  for (const pid of pids) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const open = stat.indexOf('(');
+    const close = stat.lastIndexOf(')');
+    if (!STORE_SERVER_COMMANDS.has(stat.slice(open + 1, close))) continue;
+    // After the command: state is field 3, utime and stime are fields 14 and 15.
+    const fields = stat.slice(close + 2).split(' ');
+    used.set(Number(pid), (Number(fields[11]) + Number(fields[12])) * 10_000); // USER_HZ = 100
+  }
+  return used;
+}
+
+function storeCpuBetween(before: Map<number, number> | undefined, after: Map<number, number> | undefined): number | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  let total = 0;
+  for (const [pid, micros] of after) total += micros - (before.get(pid) ?? 0);
+  return total;
 }
 
 /** One request, for the sanity checks before measuring. */

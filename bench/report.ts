@@ -28,6 +28,26 @@ export interface ConfigResult {
   readonly statuses: Readonly<Record<string, number>>;
   /** Double executions seen during the measured runs (contention workload; 0 elsewhere). */
   readonly duplicates: number;
+  /**
+   * The bare framework measured next to this configuration: one run just before its runs and one
+   * just after, averaged. A machine that slows down while the bench runs (seen here: the same bare
+   * server 40 % slower twenty minutes in) then moves both sides of a ratio, not one.
+   */
+  readonly baseline?: Baseline;
+}
+
+/** What a ratio is taken against. */
+export interface Baseline {
+  readonly reqPerSec: number;
+  readonly p99Ms: number;
+  readonly serverCpuMicrosPerReq: number;
+  readonly serverSysMicrosPerReq: number;
+}
+
+/** The bare figures to compare `c` with: its adjacent baseline, else the bare configuration of its group. */
+export function baselineOf(configs: readonly ConfigResult[], c: ConfigResult): Baseline | undefined {
+  if (c.baseline) return c.baseline;
+  return configs.find((b) => b.impl === 'bare' && b.framework === c.framework && b.workload === c.workload && b.delayMs === c.delayMs);
 }
 
 export type Check = 'PASS' | 'MISS';
@@ -70,9 +90,7 @@ export function buildRows(configs: readonly ConfigResult[], raw: RawResults): Ro
   const rows: Row[] = [];
   for (const withMw of configs) {
     if (withMw.store === 'none') continue;
-    const bare = configs.find(
-      (c) => c.store === 'none' && c.framework === withMw.framework && c.workload === withMw.workload && c.delayMs === withMw.delayMs,
-    );
+    const bare = baselineOf(configs, withMw);
     if (!bare) continue;
     const rawStore = raw.stores.find((s) => s.store === withMw.store);
     const rawStoreMicros = withMw.workload === 'new-key' ? rawStore?.newKeyMicros : withMw.workload === 'replay' ? rawStore?.replayMicros : 0;

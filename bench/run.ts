@@ -179,7 +179,19 @@ function serverConfig(framework: Framework, subject: Subject, workload: Workload
   return { impl: subject.impl, framework, store: subject.store, delayMs, required: workload !== 'no-key', nonce };
 }
 
-async function measure(framework: Framework, plan: PlanName, subject: Subject): Promise<ConfigResult | { notApplicable: string }> {
+/** One configuration's server, checked and warmed up, ready for runs. */
+interface Measured {
+  readonly server: ServerHandle;
+  readonly framework: Framework;
+  readonly subject: Subject;
+  readonly workload: Workload;
+  readonly delayMs: number;
+  readonly label: string;
+  readonly samples: LoadSample[];
+  discardedRuns: number;
+}
+
+async function open(framework: Framework, plan: PlanName, subject: Subject): Promise<Measured | { notApplicable: string }> {
   const workload: Workload = plan === 'new-key-5ms' ? 'new-key' : plan;
   const delayMs = plan === 'new-key-5ms' ? DELAY_MS : 0;
   const label = `${framework} ${workload}${delayMs ? ` (${delayMs} ms handler)` : ''} ${labelOf(subject)}`;
@@ -194,53 +206,109 @@ async function measure(framework: Framework, plan: PlanName, subject: Subject): 
     await precheck(server, subject, workload);
     await waitForQuiet(noiseLimit, quietWaitMs, log);
     await runLoad(server, workload, warmupSec);
-    const samples: LoadSample[] = [];
-    let discardedRuns = 0;
-    for (let i = 0, retries = 0; i < runs; ) {
-      const s = await runLoad(server, workload, durationSec);
-      const noisy = (s.otherCpuPercent ?? 0) > noiseLimit;
-      log(
-        `  ${label}: run ${i + 1}/${runs}: ${Math.round(s.reqPerSec)} req/s, p99 ${s.p99Ms} ms, ` +
-          `server ${s.serverCpuMicrosPerReq.toFixed(1)} µs/req at ${s.serverCpuPercent.toFixed(0)} % CPU` +
-          (s.otherCpuPercent === undefined ? '' : `, other ${s.otherCpuPercent.toFixed(0)} %`) +
-          (s.duplicates > 0 && subject.impl !== 'bare' ? `, ${s.duplicates} DOUBLE EXECUTIONS` : '') +
-          (noisy && retries < MAX_RETRIES_PER_RUN ? ' — noisy, discarded' : ''),
-      );
-      if (noisy && retries < MAX_RETRIES_PER_RUN) {
-        retries++;
-        discardedRuns++;
-        await waitForQuiet(noiseLimit, quietWaitMs, log);
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+  return { server, framework, subject, workload, delayMs, label, samples: [], discardedRuns: 0 };
+}
+
+/** `count` more runs, each redone (up to MAX_RETRIES_PER_RUN times) when other processes were busy during it. */
+async function sample(m: Measured, count: number): Promise<LoadSample[]> {
+  const taken: LoadSample[] = [];
+  for (let retries = 0; taken.length < count; ) {
+    const s = await runLoad(m.server, m.workload, durationSec);
+    const noisy = (s.otherCpuPercent ?? 0) > noiseLimit;
+    log(
+      `  ${m.label}: run ${m.samples.length + taken.length + 1}: ${Math.round(s.reqPerSec)} req/s, p99 ${s.p99Ms} ms, ` +
+        `server ${s.serverCpuMicrosPerReq.toFixed(1)} µs/req at ${s.serverCpuPercent.toFixed(0)} % CPU` +
+        (s.otherCpuPercent === undefined ? '' : `, other ${s.otherCpuPercent.toFixed(0)} %`) +
+        (s.storeCpuPercent ? `, store ${s.storeCpuPercent.toFixed(0)} %` : '') +
+        (s.duplicates > 0 && m.subject.impl !== 'bare' ? `, ${s.duplicates} DOUBLE EXECUTIONS` : '') +
+        (noisy && retries < MAX_RETRIES_PER_RUN ? ' — noisy, discarded' : ''),
+    );
+    if (noisy && retries < MAX_RETRIES_PER_RUN) {
+      retries++;
+      m.discardedRuns++;
+      await waitForQuiet(noiseLimit, quietWaitMs, log);
+      continue;
+    }
+    taken.push(s);
+    retries = 0;
+  }
+  m.samples.push(...taken);
+  return taken;
+}
+
+function summarize(m: Measured): ConfigResult {
+  const { samples, subject, workload } = m;
+  const rps = samples.map((s) => s.reqPerSec);
+  const reqPerSec = median(rps);
+  const others = samples.map((s) => s.otherCpuPercent).filter((v): v is number => v !== undefined);
+  return {
+    impl: subject.impl,
+    framework: m.framework,
+    store: subject.store,
+    workload,
+    delayMs: m.delayMs,
+    runs: samples,
+    reqPerSec,
+    p50Ms: median(samples.map((s) => s.p50Ms)),
+    p99Ms: median(samples.map((s) => s.p99Ms)),
+    serverCpuMicrosPerReq: median(samples.map((s) => s.serverCpuMicrosPerReq)),
+    serverSysMicrosPerReq: median(samples.map((s) => s.serverSysMicrosPerReq)),
+    serverCpuPercent: median(samples.map((s) => s.serverCpuPercent)),
+    otherCpuPercent: others.length > 0 ? median(others) : undefined,
+    spreadPercent: (100 * (Math.max(...rps) - Math.min(...rps))) / reqPerSec,
+    discardedRuns: m.discardedRuns,
+    problems: problemsOf(samples, subject, workload),
+    statuses: mergeStatuses(samples),
+    duplicates: subject.impl === 'bare' ? 0 : sum(samples, (s) => s.duplicates),
+  };
+}
+
+/**
+ * One framework × workload: the bare server stays up, and one bare run goes before the first
+ * configuration and after each one, so every configuration is compared with the bare runs taken
+ * next to it (its `baseline`). The bare configuration itself is the median of all its runs.
+ */
+type Skipped = { framework: Framework; plan: PlanName; subject: Subject; reason: string };
+
+async function measureGroup(framework: Framework, plan: PlanName, sink: { configs: ConfigResult[]; skipped: Skipped[] }): Promise<void> {
+  const [bareSubject, ...subjects] = subjectsFor(framework, plan);
+  const bare = await open(framework, plan, bareSubject!);
+  if ('notApplicable' in bare) throw new Error(`bare ${framework} cannot serve ${plan}: ${bare.notApplicable}`);
+  try {
+    let before = (await sample(bare, 1))[0]!;
+    for (const subject of subjects) {
+      const m = await open(framework, plan, subject);
+      if ('notApplicable' in m) {
+        sink.skipped.push({ framework, plan, subject, reason: m.notApplicable });
         continue;
       }
-      samples.push(s);
-      i++;
-      retries = 0;
+      try {
+        await sample(m, runs);
+      } finally {
+        await m.server.stop();
+      }
+      const after = (await sample(bare, 1))[0]!;
+      const mean = (pick: (s: LoadSample) => number) => (pick(before) + pick(after)) / 2;
+      sink.configs.push({
+        ...summarize(m),
+        baseline: {
+          reqPerSec: mean((s) => s.reqPerSec),
+          p99Ms: mean((s) => s.p99Ms),
+          serverCpuMicrosPerReq: mean((s) => s.serverCpuMicrosPerReq),
+          serverSysMicrosPerReq: mean((s) => s.serverSysMicrosPerReq),
+        },
+      });
+      before = after;
     }
-    const rps = samples.map((s) => s.reqPerSec);
-    const reqPerSec = median(rps);
-    const others = samples.map((s) => s.otherCpuPercent).filter((v): v is number => v !== undefined);
-    return {
-      impl: subject.impl,
-      framework,
-      store: subject.store,
-      workload,
-      delayMs,
-      runs: samples,
-      reqPerSec,
-      p50Ms: median(samples.map((s) => s.p50Ms)),
-      p99Ms: median(samples.map((s) => s.p99Ms)),
-      serverCpuMicrosPerReq: median(samples.map((s) => s.serverCpuMicrosPerReq)),
-      serverSysMicrosPerReq: median(samples.map((s) => s.serverSysMicrosPerReq)),
-      serverCpuPercent: median(samples.map((s) => s.serverCpuPercent)),
-      otherCpuPercent: others.length > 0 ? median(others) : undefined,
-      spreadPercent: (100 * (Math.max(...rps) - Math.min(...rps))) / reqPerSec,
-      discardedRuns,
-      problems: problemsOf(samples, subject, workload),
-      statuses: mergeStatuses(samples),
-      duplicates: subject.impl === 'bare' ? 0 : sum(samples, (s) => s.duplicates),
-    };
+    // A group with few configurations still gets as many bare runs as any configuration.
+    if (bare.samples.length < runs) await sample(bare, runs - bare.samples.length);
+    sink.configs.push(summarize(bare));
   } finally {
-    await server.stop();
+    await bare.server.stop();
   }
 }
 
@@ -358,10 +426,17 @@ function estimateSeconds(): number {
   const startup = 2.7; // server start (tsx), precheck, the quiet check (2 × 0.5 s)
   const perConfig = startup + warmupSec + runs * durationSec;
   let configs = 0;
-  for (const framework of FRAMEWORKS) for (const plan of PLANS) configs += subjectsFor(framework, plan).length;
+  let extraBareRuns = 0; // one bare run next to each configuration (measureGroup), beyond `runs`
+  for (const framework of FRAMEWORKS) {
+    for (const plan of PLANS) {
+      const others = subjectsFor(framework, plan).length - 1;
+      configs += others + 1;
+      extraBareRuns += Math.max(0, others + 1 - runs);
+    }
+  }
   const raceServers = flags['no-race'] ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
   const latencyConfigs = flags['no-latency'] ? 0 : FRAMEWORKS.reduce((n, f) => n + 2 * latencySubjects(f).length, 0);
-  return configs * perConfig + raceServers * 3 + latencyConfigs * (startup + 2 * warmupSec + latencyRuns * durationSec) + 20;
+  return configs * perConfig + extraBareRuns * durationSec + raceServers * 3 + latencyConfigs * (startup + 2 * warmupSec + latencyRuns * durationSec) + 20;
 }
 
 async function main(): Promise<void> {
@@ -398,15 +473,9 @@ async function main(): Promise<void> {
   }
 
   const configs: ConfigResult[] = [];
-  const skipped: Array<{ framework: Framework; plan: PlanName; subject: Subject; reason: string }> = [];
+  const skipped: Skipped[] = [];
   for (const framework of FRAMEWORKS) {
-    for (const plan of PLANS) {
-      for (const subject of subjectsFor(framework, plan)) {
-        const result = await measure(framework, plan, subject);
-        if ('notApplicable' in result) skipped.push({ framework, plan, subject, reason: result.notApplicable });
-        else configs.push(result);
-      }
-    }
+    for (const plan of PLANS) await measureGroup(framework, plan, { configs, skipped });
   }
 
   const latencies: LatencyResult[] = [];

@@ -306,9 +306,10 @@ const requestPrototypes = new WeakSet<object>();
  * Express gives each request its app's prototype too, and on such an object every new own property
  * costs a new hidden class (~1 µs, and garbage for the collector: three properties took 0.04 µs
  * on a plain IncomingMessage and 3.8 µs on one after Object.setPrototypeOf, in a microbenchmark).
- * So these are getters on `app.request`, reading the exchange found through `req.res`; assigning
- * one (a `verify` callback setting `req.rawBody`, say) still makes an ordinary own property.
- * Outside an Express app they are own properties.
+ * So these are getters on the bottom Express request prototype (`express.request`, below every
+ * app's `app.request`), reading the exchange found through `req.res`; assigning one (a `verify`
+ * callback setting `req.rawBody`, say) still makes an ordinary own property. Outside an Express
+ * app they are own properties.
  */
 function requestAccessors(req: Request): boolean {
   const proto = Object.getPrototypeOf(req) as object | null;
