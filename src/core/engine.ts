@@ -174,7 +174,6 @@ export class IdempotencyEngine<Req = unknown> {
     return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines) };
   }
 
-
   private storeDown(error: unknown): Admission {
     this.options.onError(error);
     if (this.options.failOpen) return { kind: 'unprotected' };

@@ -62,6 +62,7 @@ export function idempotency(options: IdempotencyOptions<Request>) {
       case 'reject':
         return sendProblem(res, admission.error);
       case 'unprotected':
+        // Nothing to capture ('done'), but the handler still gets the body this middleware read.
         attach(req, res, { engine, execution: undefined, rawBody: body.readHere ? body.body : undefined, chunks: [], state: 'done' });
         return next();
       case 'execute':
@@ -191,8 +192,8 @@ const exchanges = new WeakMap<ServerResponse, Exchange>();
 function capturingMethods(originals: Methods): Methods {
   return {
     writeHead(this: ServerResponse, ...args: unknown[]): unknown {
-      const capture = exchanges.get(this);
-      if (capture === undefined || capture.state === 'done') return originals.writeHead.apply(this, args);
+      const exchange = exchanges.get(this);
+      if (exchange === undefined || exchange.state === 'done') return originals.writeHead.apply(this, args);
       const [status, ...rest] = args;
       this.statusCode = status as number;
       if (typeof rest[0] === 'string') this.statusMessage = rest.shift() as string;
@@ -200,30 +201,30 @@ function capturingMethods(originals: Methods): Methods {
       return this;
     },
     write(this: ServerResponse, ...args: unknown[]): unknown {
-      const capture = exchanges.get(this);
-      if (capture === undefined || capture.state === 'done') return originals.write.apply(this, args);
+      const exchange = exchanges.get(this);
+      if (exchange === undefined || exchange.state === 'done') return originals.write.apply(this, args);
       const [chunk, encoding, callback] = args;
-      if (capture.state === 'running') capture.chunks.push(toBuffer(chunk, encoding));
+      if (exchange.state === 'running') exchange.chunks.push(toBuffer(chunk, encoding));
       const cb = typeof encoding === 'function' ? encoding : callback;
       if (typeof cb === 'function') process.nextTick(cb as () => void);
       return true;
     },
     end(this: ServerResponse, ...args: unknown[]): unknown {
-      const capture = exchanges.get(this);
-      if (capture === undefined || capture.state === 'done') return originals.end.apply(this, args);
+      const exchange = exchanges.get(this);
+      if (exchange === undefined || exchange.state === 'done') return originals.end.apply(this, args);
       let [chunk, encoding, callback] = args;
       if (typeof chunk === 'function') [chunk, callback] = [undefined, chunk];
       if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
-      const execution = capture.execution;
-      if (capture.state !== 'running' || execution === undefined) return this;
-      if (chunk !== undefined && chunk !== null) capture.chunks.push(toBuffer(chunk, encoding));
-      capture.state = 'finishing';
-      void deliver(this, capture, execution, callback as (() => void) | undefined);
+      const execution = exchange.execution;
+      if (exchange.state !== 'running' || execution === undefined) return this;
+      if (chunk !== undefined && chunk !== null) exchange.chunks.push(toBuffer(chunk, encoding));
+      exchange.state = 'finishing';
+      void deliver(this, exchange, execution, callback as (() => void) | undefined);
       return this;
     },
     flushHeaders(this: ServerResponse): void {
-      const capture = exchanges.get(this);
-      if (capture === undefined || capture.state === 'done') originals.flushHeaders.call(this);
+      const exchange = exchanges.get(this);
+      if (exchange === undefined || exchange.state === 'done') originals.flushHeaders.call(this);
     },
   };
 }
@@ -355,27 +356,27 @@ function attach(req: Request, res: Response, exchange: Exchange): void {
 }
 
 /** Writes the record, then sends what the handler answered (or the engine's replacement). */
-async function deliver(res: ServerResponse, capture: Exchange, execution: Execution, callback: (() => void) | undefined): Promise<void> {
+async function deliver(res: ServerResponse, exchange: Exchange, execution: Execution, callback: (() => void) | undefined): Promise<void> {
   const { statusCode: status, statusMessage } = res;
   const headers = res.getHeaders();
-  const body = capture.chunks.length === 1 ? capture.chunks[0]! : Buffer.concat(capture.chunks);
+  const body = exchange.chunks.length === 1 ? exchange.chunks[0]! : Buffer.concat(exchange.chunks);
   // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
   // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
   // mode Execution.finish treats any 5xx as a failure and rolls back.
-  const stored = toStoredResponseFromRecord(status, headers, body, capture.engine.options.replayHeaders);
+  const stored = toStoredResponseFromRecord(status, headers, body, exchange.engine.options.replayHeaders);
   let replacement: IdempotencyHttpError | undefined;
   try {
     replacement = await execution.finish(stored, false);
   } catch (error) {
-    capture.engine.options.onError(error);
-    capture.state = 'done';
+    exchange.engine.options.onError(error);
+    exchange.state = 'done';
     res.destroy(error as Error);
     return;
   }
-  capture.state = 'done';
+  exchange.state = 'done';
   if (replacement) {
     // What describes the handler's representation goes; the rest (CORS, say) stays, as on Fastify.
-    for (const name of capture.engine.options.replayHeaders) res.removeHeader(name);
+    for (const name of exchange.engine.options.replayHeaders) res.removeHeader(name);
     for (const name of REPRESENTATION_HEADERS) res.removeHeader(name);
     return sendProblem(res, replacement);
   }

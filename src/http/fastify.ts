@@ -231,20 +231,20 @@ function unwrapResponse(reply: FastifyReply, payload: unknown): unknown {
   return response.body;
 }
 
+/**
+ * The bytes of an onSend payload that is not plain bytes: a fetch Response (its status and headers
+ * applied) or a stream, read to its end.
+ */
 async function readPayload(reply: FastifyReply, payload: unknown): Promise<Buffer> {
-  return toBytes(unwrapResponse(reply, payload));
-}
-
-/** The bytes of an onSend payload: a string, a Buffer, nothing, or a stream (read to its end). */
-async function toBytes(payload: unknown): Promise<Buffer> {
-  const plain = plainBytes(payload);
+  const body = unwrapResponse(reply, payload);
+  const plain = plainBytes(body);
   if (plain !== undefined) return plain;
-  if (typeof payload === 'object' && payload !== null && Symbol.asyncIterator in payload) {
+  if (typeof body === 'object' && body !== null && Symbol.asyncIterator in body) {
     const chunks: Buffer[] = [];
-    for await (const chunk of payload as AsyncIterable<Uint8Array | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+    for await (const chunk of body as AsyncIterable<Uint8Array | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
     return Buffer.concat(chunks);
   }
-  throw new TypeError(`idemkit: cannot store a response payload of type ${typeof payload}`);
+  throw new TypeError(`idemkit: cannot store a response payload of type ${typeof body}`);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { MemoryStore } from '../../src/stores/memory.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { createExpress4App, createExpressApp, express4 } from './apps/express-app.js';
 import { listenServer } from './apps/listen.js';
+import { until } from '../support/until.js';
 import type { HarnessOptions, TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
 
@@ -42,6 +43,12 @@ async function post(app: TestApp, path: string, init: Send = {}): Promise<Answer
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), type: 'application/json' });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
 
 describe.each([
   ['express 5', express],
@@ -523,22 +530,26 @@ describe.each([
   });
 
   it('keeps the claim when the client disconnects mid-handler, then replays what the handler sent', async () => {
+    const started = deferred();
+    const release = deferred();
     const app = await serve((a) =>
       a.post('/slow-charge', async (_req, res) => {
         executions++;
-        await sleep(300);
+        started.resolve();
+        await release.promise;
         res.status(201).json({ charged: true });
       }),
     );
     const key = randomUUID();
     const controller = new AbortController();
     const gone = post(app, '/slow-charge', { key, signal: controller.signal }).catch((error: unknown) => error);
-    await sleep(100);
+    await started.promise;
     controller.abort();
     await gone;
     const during = await post(app, '/slow-charge', { key });
     expect(during.status).toBe(409);
-    await sleep(400);
+    release.resolve();
+    await until(async () => (await store.get({ scope: 'Bearer tenant', key }))?.state === 'completed', 'the handler\'s answer to be stored');
     const after = await post(app, '/slow-charge', { key });
     expect(after.status).toBe(201);
     expect(after.headers.get('idempotent-replayed')).toBe('true');
@@ -547,10 +558,12 @@ describe.each([
   });
 
   it('abandons the claim one lease after a disconnect when the response never ends', async () => {
+    const started = deferred();
     const app = await serve(
       (a) =>
         a.post('/stalled', (_req, res) => {
           executions++;
+          started.resolve();
           const source = new Readable({ read() {} });
           source.push('first chunk');
           source.pipe(res); // the closed socket unpipes it: end never comes
@@ -560,7 +573,7 @@ describe.each([
     const key = randomUUID();
     const controller = new AbortController();
     const gone = post(app, '/stalled', { key, signal: controller.signal }).catch((error: unknown) => error);
-    await sleep(100);
+    await started.promise;
     controller.abort();
     await gone;
     expect((await store.get({ scope: 'Bearer tenant', key }))?.state).toBe('in_flight');

@@ -12,6 +12,7 @@ import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { createFastifyApp } from './apps/fastify-app.js';
 import { describeMatrix } from './matrix.js';
+import { until } from '../support/until.js';
 
 interface Sent {
   status: number;
@@ -33,14 +34,6 @@ async function post(url: string, init: { key?: string; body?: BodyInit; type?: s
 }
 
 const json = (body: unknown) => ({ body: JSON.stringify(body), type: 'application/json' });
-
-async function waitFor(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('condition never met');
-}
 
 describe('fastify adapter', () => {
   let store: MemoryStore;
@@ -301,12 +294,12 @@ describe('fastify adapter', () => {
     const k = key();
     const controller = new AbortController();
     const gone = post(`${base}/slow`, { key: k, ...json({ a: 1 }), signal: controller.signal });
-    await waitFor(async () => (await store.get(ref(k))) !== undefined);
+    await until(async () => (await store.get(ref(k))) !== undefined, 'the claim');
     controller.abort();
     await expect(gone).rejects.toThrow();
     // The handler is still running: the retry must not run it a second time.
     expect((await post(`${base}/slow`, { key: k, ...json({ a: 1 }) })).status).toBe(409);
-    await waitFor(async () => (await store.get(ref(k)))?.state === 'completed');
+    await until(async () => (await store.get(ref(k)))?.state === 'completed', 'the completion');
     const retry = await post(`${base}/slow`, { key: k, ...json({ a: 1 }) });
     expect(retry.status).toBe(200);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
@@ -329,7 +322,7 @@ describe('fastify adapter', () => {
       expect((await post(`${url}/hijack`, { key: k })).text).toBe('raw');
       expect((await store.get(ref(k)))?.state).toBe('in_flight');
       const answered = Date.now();
-      await waitFor(async () => (await store.get(ref(k))) === undefined);
+      await until(async () => (await store.get(ref(k))) === undefined, 'the release of the hijacked claim');
       expect(Date.now() - answered).toBeLessThan(300);
       expect((await post(`${url}/hijack`, { key: k })).headers.get('idempotent-replayed')).toBeNull();
       expect(executions).toBe(2);

@@ -33,14 +33,7 @@ export async function dropTable(pool: pg.Pool, table: string): Promise<void> {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Polls until `check` holds: for waiting on a state another connection reaches, not on time. */
-export async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+export { until } from '../support/until.js';
 
 /** A structural pool that counts statements: each node-postgres query is one round trip. */
 export function countingPool(pool: pg.Pool) {
