@@ -13,8 +13,15 @@
  * A record ends at `expires_at` once completed, and at max(expires_at, lease_until) while in
  * flight: from then on every script treats it as absent. Its key's TTL is that end plus a grace
  * (ARGV[1] of every script), so Redis deletes it by itself soon after, never under a live lease,
- * while `reap` can still find and delete it sooner, as it does in the SQL stores. The other
- * arguments of a script are A[1], A[2], … (ARGV without the grace).
+ * while `reap` can still find and delete it sooner, as it does in the SQL stores. A script's own
+ * arguments start at ARGV[2].
+ *
+ * The scripts are written for the server's CPU, which every request of every process shares:
+ * on the paths a request takes (claim of a new key, completion, replay) each `redis.call`, each
+ * table built and each string formatted is a measurable part of the script's cost, so those
+ * paths make the fewest calls that keep the decision atomic, and every number written is
+ * formatted by `int` (an integer conversion: a Lua number handed to `redis.call` as it is goes
+ * through the C library's floating-point printf, measured at ~15 % of a new key's claim).
  */
 import { createHash } from 'node:crypto';
 
@@ -29,44 +36,42 @@ export interface LuaScript {
 export const CORRUPT_CODE = 'IDEMKIT_CORRUPT';
 
 const PRELUDE = `
-local grace = tonumber(ARGV[1])
-local A = {}
-for i = 2, #ARGV do A[i - 1] = ARGV[i] end
+local k = KEYS[1]
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
--- Integers are written as plain digits: the default number-to-string conversion may use exponents.
-local function int(n) return string.format('%.0f', n) end
--- The TTL of a record that ends at \`ending\` (a time already past deletes it at once).
-local function expire_after(k, ending) redis.call('PEXPIREAT', k, int(ending + grace)) end
+-- Epoch ms and durations are integers far below 2^53: exact as Lua numbers, exact through %d.
+local function int(n) return string.format('%d', n) end
 local function corrupt(why) return redis.error_reply('${CORRUPT_CODE} ' .. why) end
--- The fields every decision reads. Returns false when there is no record, or nil and a reason
--- when the hash cannot be a record (never guess at a payment's state).
-local function load(k)
-  local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
+-- f is an HMGET of the record whose first fields are state, fingerprint, token, lease_until,
+-- expires_at, attempt. Returns nil for a record (its three numbers converted in place), false
+-- when there is no record, or the reason the hash cannot be a record (never guess at a payment's
+-- state).
+local function invalid(f)
   if not f[1] then
-    if redis.call('EXISTS', k) == 1 then return nil, 'the hash has no state field' end
+    if redis.call('EXISTS', k) == 1 then return 'the hash has no state field' end
     return false
   end
-  local r = { state = f[1], fingerprint = f[2], token = f[3],
-              lease_until = tonumber(f[4]), expires_at = tonumber(f[5]), attempt = tonumber(f[6]) }
-  if r.state ~= 'in_flight' and r.state ~= 'completed' then return nil, 'unknown state "' .. r.state .. '"' end
-  if not r.fingerprint or not r.token then return nil, 'fingerprint or token is missing' end
-  if not r.lease_until or not r.expires_at or not r.attempt then
-    return nil, 'lease_until, expires_at or attempt is missing or not a number'
-  end
-  return r
+  if f[1] ~= 'in_flight' and f[1] ~= 'completed' then return 'unknown state "' .. f[1] .. '"' end
+  if not f[2] or not f[3] then return 'fingerprint or token is missing' end
+  f[4], f[5], f[6] = tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
+  if not f[4] or not f[5] or not f[6] then return 'lease_until, expires_at or attempt is missing or not a number' end
+  return nil
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.
-local function expired(r, now)
-  return r.expires_at <= now and (r.state == 'completed' or r.lease_until <= now)
+local function expired(f, now)
+  return f[5] <= now and (f[1] == 'completed' or f[4] <= now)
 end
--- Fenced operations act only for the current owner of an in-flight record.
-local function owned(k, token)
-  local r, err = load(k)
+-- The TTL of a record that ends at \`ending\` (a time already past deletes it at once).
+local function expire_after(ending) redis.call('PEXPIREAT', k, int(ending + ARGV[1])) end
+-- Fenced operations act only for the current owner of an in-flight record: returns its fields,
+-- false, or nil and the reason it is corrupt.
+local function owned(token)
+  local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
+  local err = invalid(f)
   if err then return nil, err end
-  if r and r.state == 'in_flight' and r.token == token then return r end
+  if err == nil and f[1] == 'in_flight' and f[3] == token then return f end
   return false
 end
 `;
@@ -77,71 +82,70 @@ function script(name: string, body: string): LuaScript {
 }
 
 /**
- * KEYS[1] record; A = fingerprint, new token, leaseMs, windowMs, scope, key.
- * Replies {'acquired', takeover 0|1, recovery_point, recovery_data} | {'completed', status,
- * headers, body, body_omitted} | {'in_flight', retryAfterMs} | {'mismatch'}.
+ * KEYS[1] record; ARGV[2..7] = fingerprint, new token, leaseMs, windowMs, scope, key.
+ * Replies 0 for a new claim (the hot path: an integer, no table), or {'acquired', 1,
+ * recovery_point, recovery_data} for a take-over | {'completed', status, headers, body,
+ * body_omitted} | {'in_flight', retryAfterMs} | {'mismatch'}.
  * A replay, an in-flight answer and a mismatch write nothing.
  */
 export const CLAIM = script(
   'claim',
   `
-local k = KEYS[1]
-local fp, token, lease_ms, window_ms = A[1], A[2], tonumber(A[3]), tonumber(A[4])
 local now = now_ms()
-local r, err = load(k)
-if err then return corrupt(err) end
-if r and not expired(r, now) then
-  if r.fingerprint ~= fp then return {'mismatch'} end
-  if r.state == 'completed' then
-    return {'completed', unpack(redis.call('HMGET', k, 'status', 'headers', 'body', 'body_omitted'))}
+-- EXISTS first: a new key, the common case, then needs no read of the hash.
+if redis.call('EXISTS', k) == 1 then
+  local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt',
+    'status', 'headers', 'body', 'body_omitted', 'recovery_point', 'recovery_data')
+  local err = invalid(f)
+  if err then return corrupt(err) end
+  if not expired(f, now) then
+    if f[2] ~= ARGV[2] then return {'mismatch'} end
+    if f[1] == 'completed' then return {'completed', f[7], f[8], f[9], f[10]} end
+    if f[4] > now then return {'in_flight', f[4] - now} end
+    -- The same request, and its owner's lease ran out: take over. The window and the recovery
+    -- point stay; the new token fences the earlier owner out.
+    local lease_until = now + ARGV[4]
+    redis.call('HSET', k, 'token', ARGV[3], 'lease_until', int(lease_until), 'attempt', int(f[6] + 1))
+    expire_after(math.max(f[5], lease_until))
+    return {'acquired', 1, f[11], f[12]}
   end
-  if r.lease_until > now then return {'in_flight', r.lease_until - now} end
-  -- The same request, and its owner's lease ran out: take over. The window and the recovery
-  -- point stay; the new token fences the earlier owner out.
-  local lease_until = now + lease_ms
-  redis.call('HSET', k, 'token', token, 'lease_until', int(lease_until), 'attempt', int(r.attempt + 1))
-  expire_after(k, math.max(r.expires_at, lease_until))
-  local rp = redis.call('HMGET', k, 'recovery_point', 'recovery_data')
-  return {'acquired', 1, rp[1], rp[2]}
+  -- Its window is over: a new request, with nothing of the old record kept.
+  redis.call('DEL', k)
 end
--- Absent, or its window is over: a new request, with nothing of the old record kept.
-if r then redis.call('DEL', k) end
-local lease_until, expires_at = now + lease_ms, now + window_ms
-redis.call('HSET', k, 'scope', A[5], 'key', A[6], 'fingerprint', fp, 'state', 'in_flight',
-  'token', token, 'attempt', '1', 'lease_until', int(lease_until), 'expires_at', int(expires_at))
-expire_after(k, math.max(expires_at, lease_until))
-return {'acquired', 0}
+local lease_until, expires_at = now + ARGV[4], now + ARGV[5]
+redis.call('HSET', k, 'state', 'in_flight', 'fingerprint', ARGV[2], 'token', ARGV[3], 'attempt', '1',
+  'lease_until', int(lease_until), 'expires_at', int(expires_at), 'scope', ARGV[6], 'key', ARGV[7])
+expire_after(math.max(expires_at, lease_until))
+return 0
 `,
 );
 
-/** KEYS[1]; A = token, leaseMs. Replies 1, or 0 when the token is not the current owner. */
+/** KEYS[1]; ARGV[2..3] = token, leaseMs. Replies 1, or 0 when the token is not the current owner. */
 export const RENEW = script(
   'renew',
   `
-local k = KEYS[1]
-local r, err = owned(k, A[1])
+local f, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not r then return 0 end
-local lease_until = now_ms() + tonumber(A[2])
+if not f then return 0 end
+local lease_until = now_ms() + ARGV[3]
 redis.call('HSET', k, 'lease_until', int(lease_until))
 -- Past its window an in-flight record lives on its lease alone: the TTL follows the lease.
-expire_after(k, math.max(r.expires_at, lease_until))
+expire_after(math.max(f[5], lease_until))
 return 1
 `,
 );
 
-/** KEYS[1]; A = token, point, has data '1'|'0', data JSON. Replies 1 or 0 (stale token). */
+/** KEYS[1]; ARGV[2..5] = token, point, has data '1'|'0', data JSON. Replies 1 or 0 (stale token). */
 export const CHECKPOINT = script(
   'checkpoint',
   `
-local k = KEYS[1]
-local r, err = owned(k, A[1])
+local f, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not r then return 0 end
-if A[3] == '1' then
-  redis.call('HSET', k, 'recovery_point', A[2], 'recovery_data', A[4])
+if not f then return 0 end
+if ARGV[4] == '1' then
+  redis.call('HSET', k, 'recovery_point', ARGV[3], 'recovery_data', ARGV[5])
 else
-  redis.call('HSET', k, 'recovery_point', A[2])
+  redis.call('HSET', k, 'recovery_point', ARGV[3])
   redis.call('HDEL', k, 'recovery_data')
 end
 return 1
@@ -149,54 +153,57 @@ return 1
 );
 
 /**
- * KEYS[1]; A = token, status, headers JSON, body_omitted '1'|'0', body (raw bytes, absent when
- * omitted). Replies 1, 0 (stale token), or 2 when this token's completion is already stored: a
- * retried completion whose first attempt landed but whose reply was lost. The whole response is
- * written at once or not at all.
+ * KEYS[1]; ARGV[2..6] = token, status, headers JSON, body_omitted '1'|'0', body (raw bytes,
+ * absent when omitted). Replies 1, 0 (stale token), or 2 when this token's completion is already
+ * stored: a retried completion whose first attempt landed but whose reply was lost. The whole
+ * response is written at once or not at all.
  */
 export const COMPLETE = script(
   'complete',
   `
-local k = KEYS[1]
-local r, err = load(k)
+local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
+local err = invalid(f)
 if err then return corrupt(err) end
-if r and r.state == 'completed' and r.token == A[1] then return 2 end
-if not r or r.state ~= 'in_flight' or r.token ~= A[1] then return 0 end
-if A[4] == '1' then
-  redis.call('HSET', k, 'state', 'completed', 'status', A[2], 'headers', A[3], 'body_omitted', '1')
+if err == false or f[3] ~= ARGV[2] then return 0 end
+if f[1] == 'completed' then return 2 end
+if ARGV[5] == '1' then
+  redis.call('HSET', k, 'state', 'completed', 'status', ARGV[3], 'headers', ARGV[4], 'body_omitted', '1')
   redis.call('HDEL', k, 'body')
 else
-  redis.call('HSET', k, 'state', 'completed', 'status', A[2], 'headers', A[3], 'body_omitted', '0', 'body', A[5])
+  redis.call('HSET', k, 'state', 'completed', 'status', ARGV[3], 'headers', ARGV[4], 'body_omitted', '0', 'body', ARGV[6])
 end
--- Completed, the lease no longer matters: the record ends with its window.
-expire_after(k, r.expires_at)
+-- Completed, the lease no longer matters: the record ends with its window. Its TTL already says
+-- so unless a lease outlived the window (every TTL set so far was max(expires_at, lease) + grace).
+if f[4] > f[5] then expire_after(f[5]) end
 return 1
 `,
 );
 
-/** KEYS[1]; A = token. Deletes an in-flight record of this owner. Replies 1 or 0 (stale token). */
+/** KEYS[1]; ARGV[2] = token. Deletes an in-flight record of this owner. Replies 1 or 0 (stale token). */
 export const RELEASE = script(
   'release',
   `
-local k = KEYS[1]
-local r, err = owned(k, A[1])
+local f, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not r then return 0 end
+if not f then return 0 end
 redis.call('DEL', k)
 return 1
 `,
 );
 
-/** KEYS[1]. Replies nil, or the record's fields in `RECORD_FIELDS` order. Writes nothing. */
+/**
+ * KEYS[1]. Replies nil, or the record's state, fingerprint, lease_until, expires_at (integers),
+ * recovery_point, recovery_data, status, headers, body, body_omitted. Writes nothing.
+ */
 export const READ = script(
   'read',
   `
-local k = KEYS[1]
-local r, err = load(k)
+local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt',
+  'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted')
+local err = invalid(f)
 if err then return corrupt(err) end
-if not r then return false end
-return redis.call('HMGET', k, 'state', 'fingerprint', 'lease_until', 'expires_at', 'recovery_point',
-  'recovery_data', 'status', 'headers', 'body', 'body_omitted')
+if err == false then return false end
+return {f[1], f[2], f[4], f[5], f[7], f[8], f[9], f[10], f[11], f[12]}
 `,
 );
 
@@ -208,10 +215,9 @@ return redis.call('HMGET', k, 'state', 'fingerprint', 'lease_until', 'expires_at
 export const REAP = script(
   'reap',
   `
-local k = KEYS[1]
 if redis.call('TYPE', k).ok ~= 'hash' then return 0 end
-local r = load(k)
-if r and expired(r, now_ms()) then
+local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
+if invalid(f) == nil and expired(f, now_ms()) then
   redis.call('DEL', k)
   return 1
 end

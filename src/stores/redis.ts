@@ -204,6 +204,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const key = keyOf(ref);
     const token = newOwnerToken();
     const reply = await run(CLAIM, key, ref, [fingerprint, token, ms('leaseMs', o.leaseMs), ms('windowMs', o.windowMs), ref.scope, ref.key]);
+    if (reply === 0) return { kind: 'acquired', token, takeover: false };
     const parts = Array.isArray(reply) ? reply : [];
     const at = (reason: string) => corrupt(key, ref, reason);
     switch (text(parts[0])) {
@@ -327,6 +328,7 @@ function text(value: unknown): string | undefined {
 type Corrupt = (reason: string) => CorruptRecordError;
 
 function parseInteger(value: unknown, field: string, at: Corrupt): number {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
   const s = text(value);
   if (s === undefined || !/^\d{1,16}$/.test(s)) throw at(`${field} is not an integer`);
   return Number(s);
