@@ -21,7 +21,7 @@
  * table built and each string formatted is a measurable part of the script's cost, so those
  * paths make the fewest calls that keep the decision atomic, and every number written is
  * formatted by `int` (an integer conversion: a Lua number handed to `redis.call` as it is goes
- * through the C library's floating-point printf, measured at ~15 % of a new key's claim).
+ * through the C library's floating-point printf: 81k → 77k instructions for a new key's claim).
  */
 import { createHash } from 'node:crypto';
 
