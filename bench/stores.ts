@@ -71,12 +71,18 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
   }
   const client = new Redis(REDIS_URL);
   let trips = 0;
-  const callBuffer = client.callBuffer.bind(client);
+  // The store sends scripts through the per-command Buffer methods (evalshaBuffer, evalBuffer)
+  // where the client has them, and callBuffer otherwise: count all three.
+  // (ioredis defines the per-command methods at run time and does not type them.)
+  const methods = client as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const counting = (name: string) => (...args: unknown[]) => {
+    trips++;
+    return methods[name]!.apply(client, args);
+  };
   const counted = Object.assign(Object.create(client) as Redis, {
-    callBuffer: (...args: Parameters<Redis['callBuffer']>) => {
-      trips++;
-      return callBuffer(...args);
-    },
+    callBuffer: counting('callBuffer'),
+    evalshaBuffer: counting('evalshaBuffer'),
+    evalBuffer: counting('evalBuffer'),
   });
   const prefix = `bench-${process.pid}`;
   return {
