@@ -267,13 +267,13 @@ function summarize(m: Measured): ConfigResult {
   };
 }
 
+type Skipped = { framework: Framework; plan: PlanName; subject: Subject; reason: string };
+
 /**
  * One framework × workload: the bare server stays up, and one bare run goes before the first
  * configuration and after each one, so every configuration is compared with the bare runs taken
  * next to it (its `baseline`). The bare configuration itself is the median of all its runs.
  */
-type Skipped = { framework: Framework; plan: PlanName; subject: Subject; reason: string };
-
 async function measureGroup(framework: Framework, plan: PlanName, sink: { configs: ConfigResult[]; skipped: Skipped[] }): Promise<void> {
   const [bareSubject, ...subjects] = subjectsFor(framework, plan);
   const bare = await open(framework, plan, bareSubject!);
@@ -429,9 +429,9 @@ function estimateSeconds(): number {
   let extraBareRuns = 0; // one bare run next to each configuration (measureGroup), beyond `runs`
   for (const framework of FRAMEWORKS) {
     for (const plan of PLANS) {
-      const others = subjectsFor(framework, plan).length - 1;
-      configs += others + 1;
-      extraBareRuns += Math.max(0, others + 1 - runs);
+      const subjects = subjectsFor(framework, plan).length; // bare + the others
+      configs += subjects;
+      extraBareRuns += Math.max(0, subjects - runs);
     }
   }
   const raceServers = flags['no-race'] ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
