@@ -181,7 +181,7 @@ export class BodyTooLargeError extends IdempotencyHttpError {
   }
 }
 
-/** 503: the store could not be reached, so the request is refused (fail closed). */
+/** 503: the store could not be reached or did not answer in time, so the request is refused (fail closed). */
 export class StoreUnavailableHttpError extends IdempotencyHttpError {
   constructor(cause?: unknown) {
     super({
@@ -189,7 +189,7 @@ export class StoreUnavailableHttpError extends IdempotencyHttpError {
       status: 503,
       slug: 'store-unavailable',
       title: 'Idempotency store unavailable',
-      detail: 'The idempotency store could not be reached; the request was not executed. Retry with the same key.',
+      detail: 'The idempotency store could not be reached or did not answer in time; the request was not executed. Retry with the same key.',
       headers: { 'retry-after': '1' },
       cause,
     });

@@ -19,6 +19,7 @@ const options = {
   store: backend.store,
   transactional: env.TRANSACTIONAL === '1',
   leaseMs: Number(env.LEASE_MS ?? 30_000),
+  ...(env.STORE_TIMEOUT_MS ? { storeTimeoutMs: Number(env.STORE_TIMEOUT_MS) } : {}),
   scope: () => 'proof',
 };
 const die = () => process.kill(process.pid, 'SIGKILL');

@@ -58,3 +58,21 @@ export function work(url: string, key: string, headers: Record<string, string> =
     body: JSON.stringify({ item: 'sku-1', quantity: 1 }),
   });
 }
+
+/**
+ * `work`, retried with the same key while the answer says "retry" (503: the store fell behind
+ * and the handler did not run; 409: the key is in flight), as a well-behaved client does, until
+ * it gets the operation's answer. Each wait is a random part of a second (Retry-After may say 30 s
+ * for a lease; the proofs need not wait that long). Resolves with the last answer and how many
+ * answers of each status were retried.
+ */
+export async function workUntilAnswered(url: string, key: string, attempts = 30): Promise<{ answer: Response; retried: Record<number, number> }> {
+  const retried: Record<number, number> = {};
+  for (let attempt = 1; ; attempt++) {
+    const answer = await work(url, key);
+    if ((answer.status !== 503 && answer.status !== 409) || attempt >= attempts) return { answer, retried };
+    retried[answer.status] = (retried[answer.status] ?? 0) + 1;
+    await answer.arrayBuffer();
+    await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 500));
+  }
+}
