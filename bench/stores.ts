@@ -71,8 +71,9 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
   }
   const client = new Redis(REDIS_URL);
   let trips = 0;
-  // The store sends scripts through the per-command Buffer methods (evalshaBuffer, evalBuffer)
-  // where the client has them, and callBuffer otherwise: count all three.
+  // The store sends its commands through the per-command Buffer methods (setBuffer for a claim,
+  // evalshaBuffer and evalBuffer for scripts) where the client has them, and callBuffer
+  // otherwise: count all four.
   // (ioredis defines the per-command methods at run time and does not type them.)
   const methods = client as unknown as Record<string, (...args: unknown[]) => unknown>;
   const counting = (name: string) => (...args: unknown[]) => {
@@ -83,6 +84,7 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
     callBuffer: counting('callBuffer'),
     evalshaBuffer: counting('evalshaBuffer'),
     evalBuffer: counting('evalBuffer'),
+    setBuffer: counting('setBuffer'),
   });
   const prefix = `bench-${process.pid}`;
   return {

@@ -1,27 +1,35 @@
 /**
- * The Lua scripts of the Redis store. Each store operation is ONE script run (EVALSHA), so every
- * decision and its write happen atomically on the server, on the server's clock (`TIME`).
+ * The Lua scripts of the Redis store, and the record format they share with redis-record.ts.
  *
- * A record is one hash. Its fields:
- *   scope, key            the idempotency (scope, key), for operators reading the hash
- *   fingerprint, state    'in_flight' | 'completed'
- *   token, attempt        the owner token (fencing) and how many claims it has had
- *   lease_until, expires_at   epoch ms on the Redis clock
- *   recovery_point, recovery_data   the last checkpoint (data is JSON; absent when none)
- *   status, headers, body, body_omitted   the stored response (headers JSON; body raw bytes)
+ * A record is one string: a fixed-width ASCII head, then MessagePack (Redis' Lua has `cmsgpack`,
+ * in C) for the variable parts:
+ *   head (108 bytes): format '2' | state 'I' (in flight) or 'C' (completed) | owner token (32) |
+ *     lease_until (16 digits) | expires_at (16) | fresh TTL (16; 0 once absolute) | attempt (10) |
+ *     client clock at creation (16; 0 once absolute)
+ *   then the array [fingerprint, scope, key, recovery_point, recovery_data] (false when absent)
+ *   then, once completed, the array [status, headers JSON, body_omitted 0|1, body bytes | false]
+ *
+ * A string, not a hash, so that the claim of a new key and a replay need no script: the store
+ * sends `SET key <fresh record> NX PX <ttl> GET`, which creates the record when the key is free
+ * (the reply is nil: acquired) and otherwise returns the existing record unchanged, in one
+ * native command (Redis 7.0+). The client does not know the Redis clock, so a record it creates
+ * that way is *fresh*: lease_until and expires_at hold the lease and the window as durations, and
+ * the fresh TTL the TTL the key was created with. `load` turns a fresh record into an absolute one
+ * from the key's remaining TTL (created = now - (ttl - PTTL)), so leases and windows are still
+ * decided on the Redis clock alone; every head a script rewrites holds absolute times. The
+ * client's own clock at creation is kept only for the client: it lets a client answer a replay
+ * from a fresh completed record without a script (see `CLOCK_MARGIN_MS` in redis.ts).
+ *
+ * The head is fixed-width so that the completion, the one script on every new key's path, checks
+ * the owner with string operations and stores the response by flipping the state and appending
+ * bytes: no decoding, no number parsing, and no TTL change (`KEEPTTL`) when the lease does not
+ * outlast the window (zero-padded digits compare as strings).
  *
  * A record ends at `expires_at` once completed, and at max(expires_at, lease_until) while in
  * flight: from then on every script treats it as absent. Its key's TTL is that end plus a grace
  * (ARGV[1] of every script), so Redis deletes it by itself soon after, never under a live lease,
  * while `reap` can still find and delete it sooner, as it does in the SQL stores. A script's own
  * arguments start at ARGV[2].
- *
- * The scripts are written for the server's CPU, which every request of every process shares:
- * on the paths a request takes (claim of a new key, completion, replay) each `redis.call`, each
- * table built and each string formatted is a measurable part of the script's cost, so those
- * paths make the fewest calls that keep the decision atomic, and every number written is
- * formatted by `int` (an integer conversion: a Lua number handed to `redis.call` as it is goes
- * through the C library's floating-point printf: 81k → 77k instructions for a new key's claim).
  */
 import { createHash } from 'node:crypto';
 
@@ -35,8 +43,14 @@ export interface LuaScript {
 /** Errors a script raises on purpose start with this code, so the caller can tell them from failures. */
 export const CORRUPT_CODE = 'IDEMKIT_CORRUPT';
 
+/** The record format: the first byte of every record. A record with another is not read. */
+export const RECORD_FORMAT = '2';
+/** Bytes of the fixed-width head. */
+export const HEAD_BYTES = 108;
+
 const PRELUDE = `
 local k = KEYS[1]
+local H = ${HEAD_BYTES}
 local function now_ms()
   local t = redis.call('TIME')
   return t[1] * 1000 + math.floor(t[2] / 1000)
@@ -44,78 +58,108 @@ end
 -- Epoch ms and durations are integers far below 2^53: exact as Lua numbers, exact through %d.
 local function int(n) return string.format('%d', n) end
 local function corrupt(why) return redis.error_reply('${CORRUPT_CODE} ' .. why) end
--- f is an HMGET of the record whose first fields are state, fingerprint, token, lease_until,
--- expires_at, attempt. Returns nil for a record (its three numbers converted in place), false
--- when there is no record, or the reason the hash cannot be a record (never guess at a payment's
--- state).
-local function invalid(f)
-  if not f[1] then
-    if redis.call('EXISTS', k) == 1 then return 'the hash has no state field' end
-    return false
+local function head(state, token, lease_until, expires_at, attempt)
+  return string.format('${RECORD_FORMAT}%s%s%016d%016d%016d%010d%016d', state, token, lease_until, expires_at, 0, attempt, 0)
+end
+-- The record's head as a table with absolute times (v: the whole value), false when there is
+-- none, or nil and the reason the value cannot be a record (never guess at a payment's state).
+-- \`now\` is read only if needed.
+local function load(now)
+  local v = redis.call('GET', k)
+  if not v then return false end
+  if #v < H or string.sub(v, 1, 1) ~= '${RECORD_FORMAT}' then return nil, 'not an idemkit record (format ${RECORD_FORMAT})' end
+  local state = string.sub(v, 2, 2)
+  if state ~= 'I' and state ~= 'C' then return nil, 'unknown state "' .. state .. '"' end
+  local r = { v = v, completed = state == 'C', token = string.sub(v, 3, 34), lease = tonumber(string.sub(v, 35, 50)),
+    expires = tonumber(string.sub(v, 51, 66)), attempt = tonumber(string.sub(v, 83, 92)) }
+  local fresh = tonumber(string.sub(v, 67, 82))
+  if not (r.lease and r.expires and r.attempt and fresh and string.match(string.sub(v, 35, H), '^%d+$')) then
+    return nil, 'lease_until, expires_at, fresh TTL or attempt is not a number'
   end
-  if f[1] ~= 'in_flight' and f[1] ~= 'completed' then return 'unknown state "' .. f[1] .. '"' end
-  if not f[2] or not f[3] then return 'fingerprint or token is missing' end
-  f[4], f[5], f[6] = tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
-  if not f[4] or not f[5] or not f[6] then return 'lease_until, expires_at or attempt is missing or not a number' end
-  return nil
+  if fresh > 0 then
+    -- Fresh (created by SET NX from the client): lease and window are durations from the key's creation.
+    local ttl = redis.call('PTTL', k)
+    if ttl < 0 then return nil, 'a fresh record without its TTL' end
+    local created = (now or now_ms()) - (fresh - ttl)
+    r.lease, r.expires = created + r.lease, created + r.expires
+  end
+  return r
+end
+-- The variable parts: {fingerprint, scope, key, recovery_point, recovery_data}, and the response
+-- {status, headers, body_omitted, body} of a completed record; nil and the reason when unreadable.
+local function parts(r)
+  local rest, response = cmsgpack.unpack(string.sub(r.v, H + 1))
+  if type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
+  if r.completed and type(response) ~= 'table' then return nil, 'the response is missing' end
+  return rest, response
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.
-local function expired(f, now)
-  return f[5] <= now and (f[1] == 'completed' or f[4] <= now)
+local function expired(r, now)
+  return r.expires <= now and (r.completed or r.lease <= now)
 end
--- The TTL of a record that ends at \`ending\` (a time already past deletes it at once).
-local function expire_after(ending) redis.call('PEXPIREAT', k, int(ending + ARGV[1])) end
--- Fenced operations act only for the current owner of an in-flight record: returns its fields,
+-- Writes the record with a TTL that ends \`grace\` after \`ending\` (a time already past deletes it).
+local function save(value, ending)
+  redis.call('SET', k, value, 'PXAT', int(ending + ARGV[1]))
+end
+-- Fenced operations act only for the current owner of an in-flight record: returns the record,
 -- false, or nil and the reason it is corrupt.
 local function owned(token)
-  local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
-  local err = invalid(f)
-  if err then return nil, err end
-  if err == nil and f[1] == 'in_flight' and f[3] == token then return f end
+  local r, err = load()
+  if not r then return r, err end
+  if not r.completed and r.token == token then return r end
   return false
 end
 `;
 
-function script(name: string, body: string): LuaScript {
-  const source = `-- idemkit redis store: ${name}\n${PRELUDE}\n${body.trim()}\n`;
+/**
+ * A script: the shared helpers, then `body`. With `lazy`, the helpers are built only when the body
+ * calls `helpers()` (a table of them): defining them costs every run a closure each, a tenth of a
+ * completion, whose usual path needs none of them.
+ */
+function script(name: string, body: string, helpers: 'eager' | 'lazy' = 'eager'): LuaScript {
+  const prelude =
+    helpers === 'eager'
+      ? PRELUDE
+      : `local k, H = KEYS[1], ${HEAD_BYTES}
+local function helpers()
+${PRELUDE}
+  return { load = load, save = save, head = head, corrupt = corrupt }
+end`;
+  const source = `-- idemkit redis store: ${name}\n${prelude}\n${body.trim()}\n`;
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
 /**
  * KEYS[1] record; ARGV[2..7] = fingerprint, new token, leaseMs, windowMs, scope, key.
- * Replies 0 for a new claim (the hot path: an integer, no table), or {'acquired', 1,
- * recovery_point, recovery_data} for a take-over | {'completed', status, headers, body,
- * body_omitted} | {'in_flight', retryAfterMs} | {'mismatch'}.
- * A replay, an in-flight answer and a mismatch write nothing.
+ * Replies 0 for a new claim, or {'acquired', 1, recovery_point, recovery_data} for a take-over |
+ * {'completed', status, headers, body, body_omitted} | {'in_flight', retryAfterMs} | {'mismatch'}.
+ * A replay, an in-flight answer and a mismatch write nothing. The store runs it when its
+ * `SET … NX GET` found a record it cannot decide on without the Redis clock (in flight, near the
+ * end of its window, unreadable), or when the server does not take NX with GET (before 7.0).
  */
 export const CLAIM = script(
   'claim',
   `
+if #ARGV[3] ~= 32 then return redis.error_reply('ERR idemkit: an owner token has 32 characters') end
 local now = now_ms()
--- EXISTS first: a new key, the common case, then needs no read of the hash.
-if redis.call('EXISTS', k) == 1 then
-  local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt',
-    'status', 'headers', 'body', 'body_omitted', 'recovery_point', 'recovery_data')
-  local err = invalid(f)
-  if err then return corrupt(err) end
-  if not expired(f, now) then
-    if f[2] ~= ARGV[2] then return {'mismatch'} end
-    if f[1] == 'completed' then return {'completed', f[7], f[8], f[9], f[10]} end
-    if f[4] > now then return {'in_flight', f[4] - now} end
-    -- The same request, and its owner's lease ran out: take over. The window and the recovery
-    -- point stay; the new token fences the earlier owner out.
-    local lease_until = now + ARGV[4]
-    redis.call('HSET', k, 'token', ARGV[3], 'lease_until', int(lease_until), 'attempt', int(f[6] + 1))
-    expire_after(math.max(f[5], lease_until))
-    return {'acquired', 1, f[11], f[12]}
-  end
-  -- Its window is over: a new request, with nothing of the old record kept.
-  redis.call('DEL', k)
+local r, err = load(now)
+if err then return corrupt(err) end
+if r and not expired(r, now) then
+  local rest, response = parts(r)
+  if not rest then return corrupt(response) end
+  if rest[1] ~= ARGV[2] then return {'mismatch'} end
+  if r.completed then return {'completed', response[1], response[2], response[4], response[3]} end
+  if r.lease > now then return {'in_flight', r.lease - now} end
+  -- The same request, and its owner's lease ran out: take over. The window and the recovery
+  -- point stay; the new token fences the earlier owner out.
+  local lease_until = now + ARGV[4]
+  save(head('I', ARGV[3], lease_until, r.expires, r.attempt + 1) .. string.sub(r.v, H + 1), math.max(r.expires, lease_until))
+  return {'acquired', 1, rest[4], rest[5]}
 end
+-- No record, or its window is over: a new request, with nothing of the old record kept.
 local lease_until, expires_at = now + ARGV[4], now + ARGV[5]
-redis.call('HSET', k, 'state', 'in_flight', 'fingerprint', ARGV[2], 'token', ARGV[3], 'attempt', '1',
-  'lease_until', int(lease_until), 'expires_at', int(expires_at), 'scope', ARGV[6], 'key', ARGV[7])
-expire_after(math.max(expires_at, lease_until))
+save(head('I', ARGV[3], lease_until, expires_at, 1) .. cmsgpack.pack({ARGV[2], ARGV[6], ARGV[7], false, false}),
+  math.max(expires_at, lease_until))
 return 0
 `,
 );
@@ -124,13 +168,12 @@ return 0
 export const RENEW = script(
   'renew',
   `
-local f, err = owned(ARGV[2])
+local r, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not f then return 0 end
+if not r then return 0 end
 local lease_until = now_ms() + ARGV[3]
-redis.call('HSET', k, 'lease_until', int(lease_until))
 -- Past its window an in-flight record lives on its lease alone: the TTL follows the lease.
-expire_after(math.max(f[5], lease_until))
+save(head('I', r.token, lease_until, r.expires, r.attempt) .. string.sub(r.v, H + 1), math.max(r.expires, lease_until))
 return 1
 `,
 );
@@ -139,71 +182,78 @@ return 1
 export const CHECKPOINT = script(
   'checkpoint',
   `
-local f, err = owned(ARGV[2])
+local r, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not f then return 0 end
-if ARGV[4] == '1' then
-  redis.call('HSET', k, 'recovery_point', ARGV[3], 'recovery_data', ARGV[5])
-else
-  redis.call('HSET', k, 'recovery_point', ARGV[3])
-  redis.call('HDEL', k, 'recovery_data')
-end
+if not r then return 0 end
+local rest, why = parts(r)
+if not rest then return corrupt(why) end
+rest[4] = ARGV[3]
+rest[5] = ARGV[4] == '1' and ARGV[5]
+save(head('I', r.token, r.lease, r.expires, r.attempt) .. cmsgpack.pack(rest), math.max(r.expires, r.lease))
 return 1
 `,
 );
 
 /**
- * KEYS[1]; ARGV[2..6] = token, status, headers JSON, body_omitted '1'|'0', body (raw bytes,
- * absent when omitted). Replies 1, 0 (stale token), or 2 when this token's completion is already
- * stored: a retried completion whose first attempt landed but whose reply was lost. The whole
- * response is written at once or not at all.
+ * KEYS[1]; ARGV[2..3] = token, the response as the client encoded it (the MessagePack array
+ * [status, headers JSON, body_omitted, body]). Replies 1, 0 (stale token), or 2 when this token's
+ * completion is already stored: a retried completion whose first attempt landed but whose reply
+ * was lost. The whole response is written at once or not at all; the rest is kept as bytes.
  */
 export const COMPLETE = script(
   'complete',
   `
-local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
-local err = invalid(f)
-if err then return corrupt(err) end
-if err == false or f[3] ~= ARGV[2] then return 0 end
-if f[1] == 'completed' then return 2 end
-if ARGV[5] == '1' then
-  redis.call('HSET', k, 'state', 'completed', 'status', ARGV[3], 'headers', ARGV[4], 'body_omitted', '1')
-  redis.call('HDEL', k, 'body')
-else
-  redis.call('HSET', k, 'state', 'completed', 'status', ARGV[3], 'headers', ARGV[4], 'body_omitted', '0', 'body', ARGV[6])
+local v = redis.call('GET', k)
+if not v then return 0 end
+local state = string.sub(v, 2, 2)
+if #v < H or string.sub(v, 1, 1) ~= '${RECORD_FORMAT}' or (state ~= 'I' and state ~= 'C')
+  or not string.match(string.sub(v, 35, H), '^%d+$') then
+  local _, err = helpers().load()
+  return helpers().corrupt(err or 'unreadable head')
 end
--- Completed, the lease no longer matters: the record ends with its window. Its TTL already says
--- so unless a lease outlived the window (every TTL set so far was max(expires_at, lease) + grace).
-if f[4] > f[5] then expire_after(f[5]) end
+if string.sub(v, 3, 34) ~= ARGV[2] then return 0 end
+if state == 'C' then return 2 end
+-- Completed, the lease no longer matters: the record ends with its window. When the lease does
+-- not outlast the window (in either form, as durations or as times), the TTL already ends there.
+if string.sub(v, 35, 50) <= string.sub(v, 51, 66) then
+  redis.call('SET', k, '${RECORD_FORMAT}C' .. string.sub(v, 3) .. ARGV[3], 'KEEPTTL')
+else
+  local h = helpers()
+  local r = h.load()
+  h.save(h.head('C', r.token, r.lease, r.expires, r.attempt) .. string.sub(v, H + 1) .. ARGV[3], r.expires)
+end
 return 1
 `,
+  'lazy',
 );
 
 /** KEYS[1]; ARGV[2] = token. Deletes an in-flight record of this owner. Replies 1 or 0 (stale token). */
 export const RELEASE = script(
   'release',
   `
-local f, err = owned(ARGV[2])
+local r, err = owned(ARGV[2])
 if err then return corrupt(err) end
-if not f then return 0 end
+if not r then return 0 end
 redis.call('DEL', k)
 return 1
 `,
 );
 
 /**
- * KEYS[1]. Replies nil, or the record's state, fingerprint, lease_until, expires_at (integers),
- * recovery_point, recovery_data, status, headers, body, body_omitted. Writes nothing.
+ * KEYS[1]. Replies nil, or the record's state, fingerprint, lease_until, expires_at, recovery_point,
+ * recovery_data, status, headers, body, body_omitted. Writes nothing.
  */
 export const READ = script(
   'read',
   `
-local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt',
-  'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted')
-local err = invalid(f)
+local r, err = load()
 if err then return corrupt(err) end
-if err == false then return false end
-return {f[1], f[2], f[4], f[5], f[7], f[8], f[9], f[10], f[11], f[12]}
+if not r then return false end
+local rest, response = parts(r)
+if not rest then return corrupt(response) end
+response = response or {}
+return {r.completed and 'completed' or 'in_flight', rest[1], r.lease, r.expires, rest[4], rest[5],
+  response[1] or false, response[2] or false, response[4] or false, response[3] or false}
 `,
 );
 
@@ -215,9 +265,10 @@ return {f[1], f[2], f[4], f[5], f[7], f[8], f[9], f[10], f[11], f[12]}
 export const REAP = script(
   'reap',
   `
-if redis.call('TYPE', k).ok ~= 'hash' then return 0 end
-local f = redis.call('HMGET', k, 'state', 'fingerprint', 'token', 'lease_until', 'expires_at', 'attempt')
-if invalid(f) == nil and expired(f, now_ms()) then
+if redis.call('TYPE', k).ok ~= 'string' then return 0 end
+local now = now_ms()
+local r = load(now)
+if r and expired(r, now) then
   redis.call('DEL', k)
   return 1
 end

@@ -6,6 +6,7 @@ import { newOwnerToken } from '../core/token.js';
 import { booleanOption, integerOption } from '../core/validate.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
+import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
 
 export type RedisArgument = string | Buffer | number;
 
@@ -67,9 +68,17 @@ export interface RedisStore extends IdempotencyStore {
 }
 
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
-// Redis refuses bulk strings over 512 MiB (proto-max-bulk-len); a bigger limit could never be written.
-const MAX_BODY_LIMIT = 512 * 1024 * 1024;
+// Redis refuses bulk strings over 512 MiB (proto-max-bulk-len), and a completion sends the body
+// with the response's headers in one: a bigger limit could never be written.
+const MAX_BODY_LIMIT = 511 * 1024 * 1024;
 const SCAN_COUNT = 500;
+// How far inside its window a record returned by `SET … NX GET` must be, by this process's clock,
+// for the client to answer from it (replay, mismatch) without asking the Redis clock. Closer to
+// the end, a script decides. The window's end is on the Redis clock, or, for a record still in
+// its fresh form, estimated on the clock of the process that created it. A clock that is off by
+// more than this can only make a replay come slightly after the window: never a second execution,
+// which only a script can grant.
+const CLOCK_MARGIN_MS = 5_000;
 
 /**
  * Sends one command with Buffer replies. ioredis defines a Buffer method per command at run time
@@ -77,7 +86,7 @@ const SCAN_COUNT = 500;
  * `enableAutoPipelining` `callBuffer` loses the command name (Redis answers "unknown command
  * '<sha>'"). So the per-command method is used where it exists, `callBuffer` elsewhere.
  */
-function send(client: RedisCommandClient, command: 'evalsha' | 'eval' | 'scan', args: RedisArgument[]): Promise<unknown> {
+function send(client: RedisCommandClient, command: 'evalsha' | 'eval' | 'scan' | 'set', args: RedisArgument[]): Promise<unknown> {
   const method = (client as unknown as Record<string, unknown>)[`${command}Buffer`];
   if (typeof method === 'function') return (method as (...a: RedisArgument[]) => Promise<unknown>).apply(client, args);
   return client.callBuffer(command, ...args);
@@ -118,9 +127,11 @@ export function redisRecordKey(prefix: string, ref: RecordRef): string {
 }
 
 /**
- * The Redis store on ioredis (standalone or Cluster). Every operation is one EVALSHA of a Lua
- * script deciding on the Redis clock; a record is one hash with a TTL. Not transactional: see
- * docs/stores/redis.md for what that means and how to pair it with a data-layer guard.
+ * The Redis store on ioredis (standalone or Cluster). Every operation is one command: the claim
+ * of a new key and a replay a native `SET … NX GET`, every other decision one EVALSHA of a Lua
+ * script on the Redis clock. A record is one string (a fixed head, then MessagePack) with a TTL.
+ * Not transactional: see docs/stores/redis.md for what that means and how to pair it with a
+ * data-layer guard.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   const client = options?.client;
@@ -136,7 +147,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
   const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
   if (maxResponseBytes > MAX_BODY_LIMIT) throw new InvalidOptionError('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
-  const graceMs = String(integerOption('graceMs', options.graceMs, 60_000, 0));
+  const grace = integerOption('graceMs', options.graceMs, 60_000, 0);
+  const graceMs = String(grace);
   const completeRetryMs = integerOption('completeRetryMs', options.completeRetryMs, 10_000, 0);
   const coalesce = booleanOption('coalesceWrites', options.coalesceWrites, true) ? writeCoalescer(client) : undefined;
   // The engine passes one ref object to the claim and to the completion: hash it once.
@@ -164,7 +176,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       const message = messageOf(error);
       if (message.startsWith(CORRUPT_CODE)) throw corrupt(key, ref, message.slice(CORRUPT_CODE.length).trim());
-      if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, 'the key does not hold a hash');
+      if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, WRONG_TYPE);
       throw new StoreUnavailableError(`redis store: ${script.name} failed: ${message}`, { cause: error });
     }
   }
@@ -181,9 +193,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
    */
   async function complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
     const fitted = fitResponse(response, maxResponseBytes);
-    const head = [token, String(fitted.status), JSON.stringify(fitted.headers)];
-    const body = fitted.body;
-    const args = body === null ? [...head, '1'] : [...head, '0', Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
+    const args = [token, encodeResponse(fitted.status, JSON.stringify(fitted.headers), fitted.body)];
     const key = keyOf(ref);
     const deadline = Date.now() + completeRetryMs;
     for (let attempt = 0; ; attempt++) {
@@ -200,10 +210,61 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     }
   }
 
+  // Off when the server refuses SET with both NX and GET (before Redis 7.0): every claim is a script.
+  let setNxGet = true;
+
+  /**
+   * The claim of a new key and a replay are one native command: `SET key <fresh record> NX PX
+   * <ttl> GET` creates the record when the key is free (nil: acquired) and otherwise returns the
+   * record unchanged. The client answers from it only where the Redis clock is not needed (a
+   * completed or a differing record well inside its window); anything else (in flight, near or past
+   * the window's end, a record it cannot decode) goes to the claim script, which decides on the
+   * Redis clock. Undefined means: ask the script.
+   */
+  async function claimBySet(key: string, ref: RecordRef, fingerprint: string, token: string, o: ClaimOptions): Promise<Claim | undefined> {
+    const ttlMs = Math.max(o.leaseMs, o.windowMs) + grace;
+    const fresh = encodeFreshRecord({
+      fingerprint,
+      token,
+      leaseMs: o.leaseMs,
+      windowMs: o.windowMs,
+      scope: ref.scope,
+      key: ref.key,
+      ttlMs,
+      now: Date.now(),
+    });
+    let reply: unknown;
+    try {
+      coalesce?.();
+      reply = await send(client, 'set', [key, fresh, 'PX', ttlMs, 'NX', 'GET']);
+    } catch (error) {
+      const message = messageOf(error);
+      if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, WRONG_TYPE);
+      if (/syntax error/i.test(message)) {
+        setNxGet = false; // the command did not run
+        return undefined;
+      }
+      throw new StoreUnavailableError(`redis store: claim failed: ${message}`, { cause: error });
+    }
+    if (reply === null) return { kind: 'acquired', token, takeover: false };
+    const record = Buffer.isBuffer(reply) ? decodeRecord(reply) : undefined;
+    if (record === undefined || record.expiresAt - Date.now() <= CLOCK_MARGIN_MS) return undefined;
+    if (record.fingerprint !== fingerprint) return { kind: 'mismatch' };
+    if (!record.completed) return undefined;
+    const [status, headers, omitted, body] = record.response!;
+    return { kind: 'completed', response: parseResponse([status, headers, body, omitted], (reason) => corrupt(key, ref, reason)) };
+  }
+
   async function claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
     const key = keyOf(ref);
     const token = newOwnerToken();
-    const reply = await run(CLAIM, key, ref, [fingerprint, token, ms('leaseMs', o.leaseMs), ms('windowMs', o.windowMs), ref.scope, ref.key]);
+    const leaseMs = ms('leaseMs', o.leaseMs);
+    const windowMs = ms('windowMs', o.windowMs);
+    if (setNxGet) {
+      const decided = await claimBySet(key, ref, fingerprint, token, o);
+      if (decided !== undefined) return decided;
+    }
+    const reply = await run(CLAIM, key, ref, [fingerprint, token, leaseMs, windowMs, ref.scope, ref.key]);
     if (reply === 0) return { kind: 'acquired', token, takeover: false };
     const parts = Array.isArray(reply) ? reply : [];
     const at = (reason: string) => corrupt(key, ref, reason);
@@ -297,12 +358,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   };
 }
 
+const WRONG_TYPE = 'the key does not hold a string (records are strings; a hash is from an earlier idemkit)';
+
 /** A record that cannot be read names its Redis key and its (scope, key), so it can be found and fixed. */
 function corrupt(redisKey: string, ref: RecordRef | undefined, reason: string): CorruptRecordError {
   const which = ref ? ` (scope ${JSON.stringify(ref.scope)}, key ${JSON.stringify(ref.key)})` : '';
   return new CorruptRecordError(
     `redis store: the record at Redis key "${redisKey}"${which} cannot be parsed: ${reason}. ` +
-      'Inspect it with HGETALL; deleting it makes the key new again.',
+      'Inspect it with GET (docs/stores/redis.md shows how to decode it); deleting it makes the key new again.',
   );
 }
 
@@ -342,21 +405,19 @@ function parseJson(value: unknown, field: string, at: Corrupt): unknown {
   }
 }
 
-/** [status, headers, body, body_omitted] as the scripts reply them. */
+/** [status, headers, body, body_omitted] as the scripts reply them, or as the record holds them. */
 function parseResponse([status, headers, body, omitted]: unknown[], at: Corrupt): StoredResponse {
-  const code = text(status);
-  if (code === undefined || !/^[1-9]\d{2}$/.test(code)) throw at('status is not an HTTP status code');
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 100 || status > 999) throw at('status is not an HTTP status code');
   const pairs = parseJson(headers, 'headers', at);
   const valid = Array.isArray(pairs) && pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((s) => typeof s === 'string'));
   if (!valid) throw at('headers is not a list of [name, value] pairs');
-  const flag = text(omitted);
-  if (flag !== '0' && flag !== '1') throw at('body_omitted is neither 0 nor 1');
-  if (flag === '0' && !Buffer.isBuffer(body)) throw at('body is missing');
+  if (omitted !== 0 && omitted !== 1) throw at('body_omitted is neither 0 nor 1');
+  if (omitted === 0 && !Buffer.isBuffer(body)) throw at('body is missing');
   return {
-    status: Number(code),
+    status,
     headers: pairs as Array<[string, string]>,
     // A copy: the reply buffer may be a view into a larger socket buffer.
-    body: flag === '1' ? null : new Uint8Array(body as Buffer),
-    bodyOmitted: flag === '1',
+    body: omitted === 1 ? null : new Uint8Array(body as Buffer),
+    bodyOmitted: omitted === 1,
   };
 }
