@@ -25,8 +25,8 @@ const FORMAT_BYTE = RECORD_FORMAT.charCodeAt(0);
 
 /**
  * A fresh in-flight record: the value `SET key <this> NX PX <ttl> GET` creates for a new key.
- * The client does not know the Redis clock, so lease and window go in as durations, with the TTL;
- * the scripts turn them into times when they first read it.
+ * The client does not know the Redis clock, so lease and window go in as durations, with the TTL
+ * (a script derives the times from the key's remaining TTL) and this process's clock (for clients).
  */
 export function encodeFreshRecord(f: {
   fingerprint: string;
@@ -41,38 +41,44 @@ export function encodeFreshRecord(f: {
   const head =
     `${RECORD_FORMAT}I${f.token}${pad(f.leaseMs, DIGITS)}${pad(f.windowMs, DIGITS)}${pad(f.ttlMs, DIGITS)}` +
     `${pad(1, 10)}${pad(f.now, DIGITS)}`;
-  if (head.length !== HEAD_BYTES) throw new RangeError('redis store: an owner token has 32 characters');
-  const strings = [f.fingerprint, f.scope, f.key].map((s) => Buffer.from(s, 'utf8'));
-  let size = HEAD_BYTES + 1 + 2; // the head, the array header, two `false`s
-  for (const s of strings) size += strHeaderSize(s.length) + s.length;
-  const out = Buffer.allocUnsafe(size);
+  if (head.length !== HEAD_BYTES) throw new RangeError('redis store: a record head needs a 32-character token and durations under 10^16 ms');
+  const fp = Buffer.byteLength(f.fingerprint);
+  const scope = Buffer.byteLength(f.scope);
+  const key = Buffer.byteLength(f.key);
+  if (fp === f.fingerprint.length && scope === f.scope.length && key === f.key.length) {
+    // All ASCII (the usual case): the whole record as one Latin-1 string, one copy into bytes.
+    const rest = `\x95${strHeader(fp)}${f.fingerprint}${strHeader(scope)}${f.scope}${strHeader(key)}${f.key}\xc2\xc2`;
+    return Buffer.from(head + rest, 'latin1');
+  }
+  const out = Buffer.allocUnsafe(HEAD_BYTES + 1 + strHeaderSize(fp) + fp + strHeaderSize(scope) + scope + strHeaderSize(key) + key + 2);
   let at = out.write(head, 0, 'latin1');
   out[at++] = 0x95; // an array of 5
-  for (const s of strings) at = writeStr(out, at, s);
+  at = writeStr(out, at, f.fingerprint, fp);
+  at = writeStr(out, at, f.scope, scope);
+  at = writeStr(out, at, f.key, key);
   out[at++] = 0xc2;
-  out[at++] = 0xc2;
+  out[at] = 0xc2;
   return out;
 }
 
 /** The response a completion appends: [status, headers JSON, body_omitted, body | false]. */
 export function encodeResponse(status: number, headersJson: string, body: Uint8Array | null): Buffer {
-  const headers = Buffer.from(headersJson, 'utf8');
-  const size = 1 + 9 + strHeaderSize(headers.length) + headers.length + 1 + (body === null ? 1 : 5 + body.byteLength);
+  const headers = Buffer.byteLength(headersJson);
+  const size = 1 + 9 + strHeaderSize(headers) + headers + 1 + (body === null ? 1 : 5 + body.byteLength);
   const out = Buffer.allocUnsafe(size);
   let at = 0;
   out[at++] = 0x94; // an array of 4
-  at = writeNumber(out, at, status);
-  at = writeStr(out, at, headers);
+  out[at++] = 0xcb;
+  at = out.writeDoubleBE(status, at);
+  at = writeStr(out, at, headersJson, headers);
   out[at++] = body === null ? 1 : 0;
   if (body === null) out[at++] = 0xc2;
   else {
     out[at++] = 0xdb; // str 32, binary-safe (Redis' cmsgpack reads no bin types)
-    out.writeUInt32BE(body.byteLength, at);
-    at += 4;
+    at = out.writeUInt32BE(body.byteLength, at);
     out.set(body, at);
-    at += body.byteLength;
   }
-  return out.subarray(0, at);
+  return out;
 }
 
 /** The record in `value`, or undefined when it is not one this client can read (a script then decides). */
@@ -84,7 +90,7 @@ export function decodeRecord(value: Buffer): RedisRecord | undefined {
   let expiresAt = digits(value, 50, 66);
   const freshTtl = digits(value, 66, 82);
   const createdAt = digits(value, 92, 108);
-  if (leaseUntil === undefined || expiresAt === undefined || freshTtl === undefined || createdAt === undefined) return undefined;
+  if (leaseUntil < 0 || expiresAt < 0 || freshTtl < 0 || createdAt < 0) return undefined;
   if (freshTtl > 0) {
     leaseUntil += createdAt;
     expiresAt += createdAt;
@@ -92,67 +98,82 @@ export function decodeRecord(value: Buffer): RedisRecord | undefined {
   try {
     const reader = new Reader(value, HEAD_BYTES);
     const rest = reader.read();
-    if (!Array.isArray(rest) || !Buffer.isBuffer(rest[0])) return undefined;
-    const response = completed ? reader.read() : undefined;
-    if (completed && !Array.isArray(response)) return undefined;
-    return {
-      completed,
-      fingerprint: rest[0].toString('utf8'),
-      leaseUntil,
-      expiresAt,
-      response: response as unknown[] | undefined,
-    };
+    if (!Array.isArray(rest) || !(rest[0] instanceof Span)) return undefined;
+    let response: unknown[] | undefined;
+    if (completed) {
+      const parts = reader.read();
+      if (!Array.isArray(parts)) return undefined;
+      // Headers as text, the body as bytes (a view into the reply: the caller copies it).
+      response = parts.map((v, i) => (v instanceof Span ? (i === 3 ? v.bytes(value) : v.text(value)) : v));
+    }
+    return { completed, fingerprint: rest[0].text(value), leaseUntil, expiresAt, response };
   } catch {
     return undefined;
   }
+}
+
+/** The zero-padded decimal in value[from, to), or -1; read byte by byte (a replay reads four). */
+function digits(value: Buffer, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const d = value[i]! - 0x30;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
 }
 
 function pad(n: number, width: number): string {
   return String(n).padStart(width, '0');
 }
 
-/** The zero-padded decimal in value[from, to), or undefined; read byte by byte (a replay reads four). */
-function digits(value: Buffer, from: number, to: number): number | undefined {
-  let n = 0;
-  for (let i = from; i < to; i++) {
-    const d = value[i]! - 0x30;
-    if (d < 0 || d > 9) return undefined;
-    n = n * 10 + d;
-  }
-  return n;
+/** The MessagePack str header for `n` bytes, as Latin-1 characters. */
+function strHeader(n: number): string {
+  if (n < 32) return String.fromCharCode(0xa0 | n);
+  if (n < 0x100) return String.fromCharCode(0xd9, n);
+  if (n < 0x10000) return String.fromCharCode(0xda, n >> 8, n & 0xff);
+  return String.fromCharCode(0xdb, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
 }
 
 function strHeaderSize(length: number): number {
   return length < 32 ? 1 : length < 0x100 ? 2 : length < 0x10000 ? 3 : 5;
 }
 
-function writeStr(out: Buffer, at: number, s: Buffer): number {
-  const n = s.length;
+/** Writes the MessagePack str of `s` (`n` UTF-8 bytes) at `at`; returns the offset after it. */
+function writeStr(out: Buffer, at: number, s: string, n: number): number {
   if (n < 32) out[at++] = 0xa0 | n;
   else if (n < 0x100) {
     out[at++] = 0xd9;
     out[at++] = n;
   } else if (n < 0x10000) {
     out[at++] = 0xda;
-    out.writeUInt16BE(n, at);
-    at += 2;
+    at = out.writeUInt16BE(n, at);
   } else {
     out[at++] = 0xdb;
-    out.writeUInt32BE(n, at);
-    at += 4;
+    at = out.writeUInt32BE(n, at);
   }
-  return at + s.copy(out, at);
+  return at + out.write(s, at, 'utf8');
 }
 
-function writeNumber(out: Buffer, at: number, n: number): number {
-  out[at++] = 0xcb;
-  out.writeDoubleBE(n, at);
-  return at + 8;
+/** Where a string or binary lies in the input: decoded only if asked for, without a Buffer view per field. */
+class Span {
+  constructor(
+    readonly start: number,
+    readonly end: number,
+  ) {}
+
+  text(buf: Buffer): string {
+    return buf.toString('utf8', this.start, this.end);
+  }
+
+  bytes(buf: Buffer): Buffer {
+    return buf.subarray(this.start, this.end);
+  }
 }
 
-type Value = Buffer | number | boolean | null | Value[];
+type Value = Span | number | boolean | null | Value[];
 
-/** Reads one MessagePack value; strings and binaries stay bytes (views into the input). */
+/** Reads one MessagePack value at a time from `buf`, starting at `at`. */
 class Reader {
   constructor(
     private readonly buf: Buffer,
@@ -160,13 +181,11 @@ class Reader {
   ) {}
 
   read(): Value {
-    const b = this.buf;
-    const type = b[this.at++]!;
-    if (type === undefined) throw new RangeError('truncated');
+    const type = this.byte();
     if (type < 0x80) return type;
     if (type >= 0xe0) return type - 0x100;
     if ((type & 0xf0) === 0x90) return this.array(type & 0x0f);
-    if ((type & 0xe0) === 0xa0) return this.bytes(type & 0x1f);
+    if ((type & 0xe0) === 0xa0) return this.span(type & 0x1f);
     switch (type) {
       case 0xc0:
         return null;
@@ -176,17 +195,17 @@ class Reader {
         return true;
       case 0xc4:
       case 0xd9:
-        return this.bytes(this.uint(1));
+        return this.span(this.uint(1));
       case 0xc5:
       case 0xda:
-        return this.bytes(this.uint(2));
+        return this.span(this.uint(2));
       case 0xc6:
       case 0xdb:
-        return this.bytes(this.uint(4));
+        return this.span(this.uint(4));
       case 0xca:
-        return this.take(4).readFloatBE(0);
+        return this.buf.readFloatBE(this.advance(4));
       case 0xcb:
-        return this.take(8).readDoubleBE(0);
+        return this.buf.readDoubleBE(this.advance(8));
       case 0xcc:
         return this.uint(1);
       case 0xcd:
@@ -194,15 +213,15 @@ class Reader {
       case 0xce:
         return this.uint(4);
       case 0xcf:
-        return Number(this.take(8).readBigUInt64BE(0));
+        return Number(this.buf.readBigUInt64BE(this.advance(8)));
       case 0xd0:
-        return this.take(1).readInt8(0);
+        return this.buf.readInt8(this.advance(1));
       case 0xd1:
-        return this.take(2).readInt16BE(0);
+        return this.buf.readInt16BE(this.advance(2));
       case 0xd2:
-        return this.take(4).readInt32BE(0);
+        return this.buf.readInt32BE(this.advance(4));
       case 0xd3:
-        return Number(this.take(8).readBigInt64BE(0));
+        return Number(this.buf.readBigInt64BE(this.advance(8)));
       case 0xdc:
         return this.array(this.uint(2));
       case 0xdd:
@@ -218,18 +237,23 @@ class Reader {
     return items;
   }
 
+  private byte(): number {
+    return this.buf[this.advance(1)]!;
+  }
+
   private uint(size: 1 | 2 | 4): number {
-    return this.take(size).readUIntBE(0, size);
+    return this.buf.readUIntBE(this.advance(size), size);
   }
 
-  private bytes(n: number): Buffer {
-    return this.take(n);
+  private span(n: number): Span {
+    return new Span(this.advance(n), this.at);
   }
 
-  private take(n: number): Buffer {
-    if (this.at + n > this.buf.length) throw new RangeError('truncated');
-    const view = this.buf.subarray(this.at, this.at + n);
-    this.at += n;
-    return view;
+  /** Moves past `n` bytes and returns where they start; throws when the input ends first. */
+  private advance(n: number): number {
+    const start = this.at;
+    if (start + n > this.buf.length) throw new RangeError('truncated');
+    this.at = start + n;
+    return start;
   }
 }

@@ -196,6 +196,17 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(sent).toEqual(['set', 'evalsha', 'set', 'evalsha', 'set', 'evalsha']);
   });
 
+  it('stores and replays a record whose scope and key are not ASCII (the byte-by-byte encoding)', async () => {
+    const ref = { scope: 'tenant-ü', key: '键-🔑-'.repeat(20) };
+    const { token } = await acquire(store, ref);
+    const [, rest] = await readRecord(admin, store.keyOf(ref));
+    expect(rest).toEqual(['fp', ref.scope, ref.key, null, null]);
+    await store.complete(ref, token, ok);
+    const replay = await store.claim(ref, 'fp', opts);
+    expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('ok');
+    expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
+  });
+
   it('reads the lease of a fresh record from the TTL it was created with, whatever graceMs the reader has', async () => {
     const writer = redisStore({ client, prefix: RUN, graceMs: 600_000 });
     const reader = redisStore({ client, prefix: RUN, graceMs: 0 });
