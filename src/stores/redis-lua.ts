@@ -1,13 +1,14 @@
 /**
  * The Lua scripts of the Redis store, and the record format they share with redis-record.ts.
  *
- * A record is one string: a fixed-width ASCII head, then MessagePack (Redis' Lua has `cmsgpack`,
- * in C) for the variable parts:
+ * A record is one string: a fixed-width ASCII head, then JSON and MessagePack (Redis' Lua has
+ * `cjson` and `cmsgpack`, in C) for the variable parts:
  *   head (108 bytes): format '2' | state 'I' (in flight) or 'C' (completed) | owner token (32) |
  *     lease_until (16 digits) | expires_at (16) | fresh TTL (16; 0 once absolute) | attempt (10) |
  *     client clock at creation (16; 0 once absolute)
- *   then the array [fingerprint, scope, key, recovery_point, recovery_data] (false when absent)
- *   then, once completed, the array [status, headers JSON, body_omitted 0|1, body bytes | false]
+ *   then the JSON array [fingerprint, scope, key, recovery_point, recovery_data] (false when
+ *   absent) and a newline (JSON text holds none), so the record a client writes is text
+ *   then, once completed, the MessagePack array [status, headers JSON, body_omitted 0|1, body]
  *
  * A string, not a hash, so that the claim of a new key and a replay need no script: the store
  * sends `SET key <fresh record> NX PX <ttl> GET`, which creates the record when the key is free
@@ -88,9 +89,12 @@ end
 -- The variable parts: {fingerprint, scope, key, recovery_point, recovery_data}, and the response
 -- {status, headers, body_omitted, body} of a completed record; nil and the reason when unreadable.
 local function parts(r)
-  local rest, response = cmsgpack.unpack(string.sub(r.v, H + 1))
-  if type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
-  if r.completed and type(response) ~= 'table' then return nil, 'the response is missing' end
+  local nl = string.find(r.v, '\\n', H + 1, true)
+  local ok, rest = pcall(cjson.decode, string.sub(r.v, H + 1, (nl or 0) - 1))
+  if not nl or not ok or type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
+  if not r.completed then return rest end
+  local response = cmsgpack.unpack(string.sub(r.v, nl + 1))
+  if type(response) ~= 'table' then return nil, 'the response is missing' end
   return rest, response
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.
@@ -158,7 +162,7 @@ if r and not expired(r, now) then
 end
 -- No record, or its window is over: a new request, with nothing of the old record kept.
 local lease_until, expires_at = now + ARGV[4], now + ARGV[5]
-save(head('I', ARGV[3], lease_until, expires_at, 1) .. cmsgpack.pack({ARGV[2], ARGV[6], ARGV[7], false, false}),
+save(head('I', ARGV[3], lease_until, expires_at, 1) .. cjson.encode({ARGV[2], ARGV[6], ARGV[7], false, false}) .. '\\n',
   math.max(expires_at, lease_until))
 return 0
 `,
@@ -189,7 +193,7 @@ local rest, why = parts(r)
 if not rest then return corrupt(why) end
 rest[4] = ARGV[3]
 rest[5] = ARGV[4] == '1' and ARGV[5]
-save(head('I', r.token, r.lease, r.expires, r.attempt) .. cmsgpack.pack(rest), math.max(r.expires, r.lease))
+save(head('I', r.token, r.lease, r.expires, r.attempt) .. cjson.encode(rest) .. '\\n', math.max(r.expires, r.lease))
 return 1
 `,
 );

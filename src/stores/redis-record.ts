@@ -27,6 +27,8 @@ const FORMAT_BYTE = RECORD_FORMAT.charCodeAt(0);
  * A fresh in-flight record: the value `SET key <this> NX PX <ttl> GET` creates for a new key.
  * The client does not know the Redis clock, so lease and window go in as durations, with the TTL
  * (a script derives the times from the key's remaining TTL) and this process's clock (for clients).
+ * It is text (the head, then JSON and a newline), so ioredis sends it as a plain string argument:
+ * one Buffer argument makes it encode the whole command through Buffer.concat.
  */
 export function encodeFreshRecord(f: {
   fingerprint: string;
@@ -37,28 +39,12 @@ export function encodeFreshRecord(f: {
   key: string;
   ttlMs: number;
   now: number;
-}): Buffer {
+}): string {
   const head =
     `${RECORD_FORMAT}I${f.token}${pad(f.leaseMs, DIGITS)}${pad(f.windowMs, DIGITS)}${pad(f.ttlMs, DIGITS)}` +
     `${pad(1, 10)}${pad(f.now, DIGITS)}`;
   if (head.length !== HEAD_BYTES) throw new RangeError('redis store: a record head needs a 32-character token and durations under 10^16 ms');
-  const fp = Buffer.byteLength(f.fingerprint);
-  const scope = Buffer.byteLength(f.scope);
-  const key = Buffer.byteLength(f.key);
-  if (fp === f.fingerprint.length && scope === f.scope.length && key === f.key.length) {
-    // All ASCII (the usual case): the whole record as one Latin-1 string, one copy into bytes.
-    const rest = `\x95${strHeader(fp)}${f.fingerprint}${strHeader(scope)}${f.scope}${strHeader(key)}${f.key}\xc2\xc2`;
-    return Buffer.from(head + rest, 'latin1');
-  }
-  const out = Buffer.allocUnsafe(HEAD_BYTES + 1 + strHeaderSize(fp) + fp + strHeaderSize(scope) + scope + strHeaderSize(key) + key + 2);
-  let at = out.write(head, 0, 'latin1');
-  out[at++] = 0x95; // an array of 5
-  at = writeStr(out, at, f.fingerprint, fp);
-  at = writeStr(out, at, f.scope, scope);
-  at = writeStr(out, at, f.key, key);
-  out[at++] = 0xc2;
-  out[at] = 0xc2;
-  return out;
+  return `${head}${JSON.stringify([f.fingerprint, f.scope, f.key, false, false])}\n`;
 }
 
 /** The response a completion appends: [status, headers JSON, body_omitted, body | false]. */
@@ -96,17 +82,18 @@ export function decodeRecord(value: Buffer): RedisRecord | undefined {
     expiresAt += createdAt;
   }
   try {
-    const reader = new Reader(value, HEAD_BYTES);
-    const rest = reader.read();
-    if (!Array.isArray(rest) || !(rest[0] instanceof Span)) return undefined;
+    const newline = value.indexOf(0x0a, HEAD_BYTES);
+    if (newline < 0) return undefined;
+    const rest: unknown = JSON.parse(value.toString('utf8', HEAD_BYTES, newline));
+    if (!Array.isArray(rest) || typeof rest[0] !== 'string') return undefined;
     let response: unknown[] | undefined;
     if (completed) {
-      const parts = reader.read();
+      const parts = new Reader(value, newline + 1).read();
       if (!Array.isArray(parts)) return undefined;
       // Headers as text, the body as bytes (a view into the reply: the caller copies it).
       response = parts.map((v, i) => (v instanceof Span ? (i === 3 ? v.bytes(value) : v.text(value)) : v));
     }
-    return { completed, fingerprint: rest[0].text(value), leaseUntil, expiresAt, response };
+    return { completed, fingerprint: rest[0], leaseUntil, expiresAt, response };
   } catch {
     return undefined;
   }
@@ -125,14 +112,6 @@ function digits(value: Buffer, from: number, to: number): number {
 
 function pad(n: number, width: number): string {
   return String(n).padStart(width, '0');
-}
-
-/** The MessagePack str header for `n` bytes, as Latin-1 characters. */
-function strHeader(n: number): string {
-  if (n < 32) return String.fromCharCode(0xa0 | n);
-  if (n < 0x100) return String.fromCharCode(0xd9, n);
-  if (n < 0x10000) return String.fromCharCode(0xda, n >> 8, n & 0xff);
-  return String.fromCharCode(0xdb, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
 }
 
 function strHeaderSize(length: number): number {

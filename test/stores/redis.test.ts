@@ -35,14 +35,15 @@ function commandLog(client: Redis): string[] {
 
 /** The record at `key` as Redis' Lua reads it: [head, [fingerprint, scope, key, …], response?] (false → null). */
 async function readRecord(redis: Redis, key: string): Promise<[string, unknown[], unknown[]?]> {
-  const script = "local v = redis.call('GET', KEYS[1]) return {string.sub(v, 1, 108), cmsgpack.unpack(string.sub(v, 109))}";
+  const script = `local v = redis.call('GET', KEYS[1]) local nl = string.find(v, '\\n', 109, true)
+    return {string.sub(v, 1, 108), cjson.decode(string.sub(v, 109, nl - 1)), cmsgpack.unpack(string.sub(v, nl + 1))}`;
   return (await redis.eval(script, 1, key)) as [string, unknown[], unknown[]?];
 }
 
-/** Writes a record: `head` as it is, then each of `parts` (JSON values, false when absent) as MessagePack. No TTL. */
-async function writeRecord(redis: Redis, key: string, head: string, parts: unknown[]): Promise<void> {
-  const script = "redis.call('SET', KEYS[1], ARGV[1] .. cmsgpack.pack(unpack(cjson.decode(ARGV[2]))))";
-  await redis.eval(script, 1, key, head, JSON.stringify(parts));
+/** Writes a record: `head`, then `rest` as JSON and a newline, then `response` as MessagePack. No TTL. */
+async function writeRecord(redis: Redis, key: string, head: string, [rest, response]: unknown[]): Promise<void> {
+  const script = `redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2] .. '\\n' .. (ARGV[3] == '' and '' or cmsgpack.pack(cjson.decode(ARGV[3]))))`;
+  await redis.eval(script, 1, key, head, JSON.stringify(rest), response === undefined ? '' : JSON.stringify(response));
 }
 
 /** A record head: format 2, state, token, lease_until, expires_at, fresh TTL, attempt, client clock at creation. */
