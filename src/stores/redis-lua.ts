@@ -93,8 +93,8 @@ local function parts(r)
   local ok, rest = pcall(cjson.decode, string.sub(r.v, H + 1, (nl or 0) - 1))
   if not nl or not ok or type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
   if not r.completed then return rest end
-  local response = cmsgpack.unpack(string.sub(r.v, nl + 1))
-  if type(response) ~= 'table' then return nil, 'the response is missing' end
+  local decoded, response = pcall(cmsgpack.unpack, string.sub(r.v, nl + 1))
+  if not decoded or type(response) ~= 'table' then return nil, 'the response is missing' end
   return rest, response
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.

@@ -302,6 +302,8 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     await corrupt((k) => writeRecord(admin, k, recordHead('I', undefined, 1, 2, 5_000), [rest]), (r) => store.get(r), /fresh record without its TTL/);
     await corrupt((k) => writeRecord(admin, k, recordHead('I'), [[false]]), (r) => store.claim(r, 'fp', opts), /fingerprint is missing/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest]), (r) => store.get(r), /response is missing/);
+    // Bytes cmsgpack refuses (a bin type) are reported as a corrupt record too, not as a failed script.
+    await corrupt((k) => admin.set(k, Buffer.concat([Buffer.from(`${recordHead('C')}["fp","tenant","k",false,false]\n`), Buffer.from([0xc4, 1, 0])])), (r) => store.get(r), /response is missing/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, [201, '{not json', 0, '']]), (r) => store.claim(r, 'fp', opts), /headers is not JSON/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, [201, '[["a"]]', 0, '']]), (r) => store.get(r), /headers is not a list/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, ['ok', '[]', 0, '']]), (r) => store.claim(r, 'fp', opts), /status/);
