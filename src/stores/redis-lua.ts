@@ -49,9 +49,22 @@ export const RECORD_FORMAT = '2';
 /** Bytes of the fixed-width head. */
 export const HEAD_BYTES = 108;
 
-const PRELUDE = `
+// What every script defines: the key, and the check of a record's head (all the completion's usual
+// path needs).
+const HEAD = `
 local k = KEYS[1]
 local H = ${HEAD_BYTES}
+-- Why \`v\` cannot be a record (never guess at a payment's state), or nil.
+local function unreadable(v)
+  if #v < H or string.sub(v, 1, 1) ~= '${RECORD_FORMAT}' then return 'not an idemkit record (format ${RECORD_FORMAT})' end
+  local state = string.sub(v, 2, 2)
+  if state ~= 'I' and state ~= 'C' then return 'unknown state "' .. state .. '"' end
+  if not string.match(string.sub(v, 35, H), '^%d+$') then return 'lease_until, expires_at, fresh TTL or attempt is not a number' end
+end
+`;
+
+// The helpers the other scripts share.
+const HELPERS = `
 local function now_ms()
   local t = redis.call('TIME')
   return t[1] * 1000 + math.floor(t[2] / 1000)
@@ -63,20 +76,16 @@ local function head(state, token, lease_until, expires_at, attempt)
   return string.format('${RECORD_FORMAT}%s%s%016d%016d%016d%010d%016d', state, token, lease_until, expires_at, 0, attempt, 0)
 end
 -- The record's head as a table with absolute times (v: the whole value), false when there is
--- none, or nil and the reason the value cannot be a record (never guess at a payment's state).
--- \`now\` is read only if needed.
-local function load(now)
-  local v = redis.call('GET', k)
+-- none, or nil and the reason the value cannot be a record. \`now\` is read only if needed;
+-- \`v\` is the value when the caller has already read it.
+local function load(now, v)
+  v = v or redis.call('GET', k)
   if not v then return false end
-  if #v < H or string.sub(v, 1, 1) ~= '${RECORD_FORMAT}' then return nil, 'not an idemkit record (format ${RECORD_FORMAT})' end
-  local state = string.sub(v, 2, 2)
-  if state ~= 'I' and state ~= 'C' then return nil, 'unknown state "' .. state .. '"' end
-  local r = { v = v, completed = state == 'C', token = string.sub(v, 3, 34), lease = tonumber(string.sub(v, 35, 50)),
+  local why = unreadable(v)
+  if why then return nil, why end
+  local r = { v = v, completed = string.sub(v, 2, 2) == 'C', token = string.sub(v, 3, 34), lease = tonumber(string.sub(v, 35, 50)),
     expires = tonumber(string.sub(v, 51, 66)), attempt = tonumber(string.sub(v, 83, 92)) }
   local fresh = tonumber(string.sub(v, 67, 82))
-  if not (r.lease and r.expires and r.attempt and fresh and string.match(string.sub(v, 35, H), '^%d+$')) then
-    return nil, 'lease_until, expires_at, fresh TTL or attempt is not a number'
-  end
   if fresh > 0 then
     -- Fresh (created by SET NX from the client): lease and window are durations from the key's creation.
     local ttl = redis.call('PTTL', k)
@@ -123,10 +132,10 @@ end
 function script(name: string, body: string, helpers: 'eager' | 'lazy' = 'eager'): LuaScript {
   const prelude =
     helpers === 'eager'
-      ? PRELUDE
-      : `local k, H = KEYS[1], ${HEAD_BYTES}
+      ? HEAD + HELPERS
+      : `${HEAD}
 local function helpers()
-${PRELUDE}
+${HELPERS}
   return { load = load, save = save, head = head, corrupt = corrupt }
 end`;
   const source = `-- idemkit redis store: ${name}\n${prelude}\n${body.trim()}\n`;
@@ -209,21 +218,17 @@ export const COMPLETE = script(
   `
 local v = redis.call('GET', k)
 if not v then return 0 end
-local state = string.sub(v, 2, 2)
-if #v < H or string.sub(v, 1, 1) ~= '${RECORD_FORMAT}' or (state ~= 'I' and state ~= 'C')
-  or not string.match(string.sub(v, 35, H), '^%d+$') then
-  local _, err = helpers().load()
-  return helpers().corrupt(err or 'unreadable head')
-end
+local why = unreadable(v)
+if why then return helpers().corrupt(why) end
 if string.sub(v, 3, 34) ~= ARGV[2] then return 0 end
-if state == 'C' then return 2 end
+if string.sub(v, 2, 2) == 'C' then return 2 end
 -- Completed, the lease no longer matters: the record ends with its window. When the lease does
 -- not outlast the window (in either form, as durations or as times), the TTL already ends there.
 if string.sub(v, 35, 50) <= string.sub(v, 51, 66) then
   redis.call('SET', k, '${RECORD_FORMAT}C' .. string.sub(v, 3) .. ARGV[3], 'KEEPTTL')
 else
   local h = helpers()
-  local r = h.load()
+  local r = h.load(nil, v)
   h.save(h.head('C', r.token, r.lease, r.expires, r.attempt) .. string.sub(v, H + 1) .. ARGV[3], r.expires)
 end
 return 1
