@@ -107,7 +107,8 @@ export async function runPaced(server: ServerHandle, workload: Workload, rate: n
   };
   const open = (startNs: number) => {
     const socket = connect({ host, port, noDelay: true });
-    const conn: Connection = { socket, startNs: -1, received: Buffer.alloc(0) };
+    // In flight from the start: a connection that fails before it connects counts as an error.
+    const conn: Connection = { socket, startNs, received: Buffer.alloc(0) };
     all.add(conn);
     socket.once('connect', () => dispatch(conn, startNs));
     socket.on('data', (chunk: Buffer) => {
