@@ -52,7 +52,7 @@ interface Connection {
 }
 
 /** The length of the complete response at the start of `data`, or -1 while it is incomplete. */
-function responseLength(data: Buffer): number {
+export function responseLength(data: Buffer): number {
   const headerEnd = data.indexOf(HEADER_END);
   if (headerEnd < 0) return -1;
   const head = data.toString('latin1', 0, headerEnd).toLowerCase();
@@ -68,7 +68,7 @@ function responseLength(data: Buffer): number {
   return headerEnd + 4; // no body (204, 304)
 }
 
-export async function runPaced(server: ServerHandle, workload: Workload, rate: number, durationSec: number): Promise<PacedSample> {
+export async function runPaced(server: Pick<ServerHandle, 'url'>, workload: Workload, rate: number, durationSec: number): Promise<PacedSample> {
   const url = new URL(server.url);
   const port = Number(url.port);
   const host = url.hostname;
