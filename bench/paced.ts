@@ -157,7 +157,9 @@ export async function runPaced(server: Pick<ServerHandle, 'url'>, workload: Work
   }
   if (outstanding > 0) {
     const drained = new Promise<void>((resolve) => (allDone = resolve));
-    await Promise.race([drained, sleep(DRAIN_TIMEOUT_MS)]);
+    const timeout = new AbortController();
+    await Promise.race([drained, sleep(DRAIN_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})]);
+    timeout.abort(); // the timer would otherwise keep the process alive
   }
   const elapsedSec = elapsedNs() / 1e9;
   errors += outstanding;
