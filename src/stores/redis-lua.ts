@@ -1,14 +1,16 @@
 /**
  * The Lua scripts of the Redis store, and the record format they share with redis-record.ts.
  *
- * A record is one string: a fixed-width ASCII head, then JSON and MessagePack (Redis' Lua has
- * `cjson` and `cmsgpack`, in C) for the variable parts:
- *   head (108 bytes): format '2' | state 'I' (in flight) or 'C' (completed) | owner token (32) |
+ * A record is one string: a fixed-width ASCII head, then JSON (Redis' Lua has `cjson`, in C) and
+ * the response:
+ *   head (108 bytes): format '3' | state 'I' (in flight) or 'C' (completed) | owner token (32) |
  *     lease_until (16 digits) | expires_at (16) | fresh TTL (16; 0 once absolute) | attempt (10) |
  *     client clock at creation (16; 0 once absolute)
  *   then the JSON array [fingerprint, scope, key, recovery_point, recovery_data] (false when
  *   absent) and a newline (JSON text holds none), so the record a client writes is text
- *   then, once completed, the MessagePack array [status, headers JSON, body_omitted 0|1, body]
+ *   then, once completed, the response: status (3 digits) | body_omitted ('0' or '1') | the
+ *   headers' length in bytes (10 digits) | the headers as JSON | the body's bytes, to the end.
+ *   A UTF-8 body keeps the whole record text, so the client sends the completion as strings.
  *
  * A string, not a hash, so that the claim of a new key and a replay need no script: the store
  * sends `SET key <fresh record> NX PX <ttl> GET`, which creates the record when the key is free
@@ -45,7 +47,7 @@ export interface LuaScript {
 export const CORRUPT_CODE = 'IDEMKIT_CORRUPT';
 
 /** The record format: the first byte of every record. A record with another is not read. */
-export const RECORD_FORMAT = '2';
+export const RECORD_FORMAT = '3';
 /** Bytes of the fixed-width head. */
 export const HEAD_BYTES = 108;
 
@@ -98,13 +100,18 @@ end
 -- The variable parts: {fingerprint, scope, key, recovery_point, recovery_data}, and the response
 -- {status, headers, body_omitted, body} of a completed record; nil and the reason when unreadable.
 local function parts(r)
-  local nl = string.find(r.v, '\\n', H + 1, true)
-  local ok, rest = pcall(cjson.decode, string.sub(r.v, H + 1, (nl or 0) - 1))
+  local v = r.v
+  local nl = string.find(v, '\\n', H + 1, true)
+  local ok, rest = pcall(cjson.decode, string.sub(v, H + 1, (nl or 0) - 1))
   if not nl or not ok or type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
   if not r.completed then return rest end
-  local decoded, response = pcall(cmsgpack.unpack, string.sub(r.v, nl + 1))
-  if not decoded or type(response) ~= 'table' then return nil, 'the response is missing' end
-  return rest, response
+  local s = nl + 1
+  local status, omitted, length = string.sub(v, s, s + 2), string.sub(v, s + 3, s + 3), string.sub(v, s + 4, s + 13)
+  if #v < s + 13 or not string.match(length, '^%d+$') or s + 13 + tonumber(length) > #v then return nil, 'the response is missing' end
+  if not string.match(status, '^%d%d%d$') then return nil, 'status is not an HTTP status code' end
+  if omitted ~= '0' and omitted ~= '1' then return nil, 'body_omitted is neither 0 nor 1' end
+  local body_at = s + 14 + tonumber(length)
+  return rest, { tonumber(status), string.sub(v, s + 14, body_at - 1), tonumber(omitted), omitted == '0' and string.sub(v, body_at) }
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.
 local function expired(r, now)
@@ -208,8 +215,8 @@ return 1
 );
 
 /**
- * KEYS[1]; ARGV[2..3] = token, the response as the client encoded it (the MessagePack array
- * [status, headers JSON, body_omitted, body]). Replies 1, 0 (stale token), or 2 when this token's
+ * KEYS[1]; ARGV[2..3] = token, the response as the client encoded it (status, body_omitted, the
+ * headers' length, headers, body). Replies 1, 0 (stale token), or 2 when this token's
  * completion is already stored: a retried completion whose first attempt landed but whose reply
  * was lost. The whole response is written at once or not at all; the rest is kept as bytes.
  */

@@ -129,9 +129,9 @@ export function redisRecordKey(prefix: string, ref: RecordRef): string {
 /**
  * The Redis store on ioredis (standalone or Cluster). Every operation is one command: the claim
  * of a new key and a replay a native `SET … NX GET`, every other decision one EVALSHA of a Lua
- * script on the Redis clock. A record is one string (a fixed head, JSON, then the response as
- * MessagePack) with a TTL. Not transactional: see docs/stores/redis.md for what that means and
- * how to pair it with a data-layer guard.
+ * script on the Redis clock. A record is one string (a fixed head, JSON, then the response with
+ * a fixed head of its own) with a TTL. Not transactional: see docs/stores/redis.md for what that
+ * means and how to pair it with a data-layer guard.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   const client = options?.client;

@@ -33,23 +33,37 @@ function commandLog(client: Redis): string[] {
   return names;
 }
 
-/** The record at `key` as Redis' Lua reads it: [head, [fingerprint, scope, key, …], response?] (false → null). */
+/**
+ * The record at `key`, read here byte by byte from its documented layout: [head, [fingerprint,
+ * scope, key, …] (false → null), [status, headers, body_omitted, body as text]?].
+ */
 async function readRecord(redis: Redis, key: string): Promise<[string, unknown[], unknown[]?]> {
-  const script = `local v = redis.call('GET', KEYS[1]) local nl = string.find(v, '\\n', 109, true)
-    return {string.sub(v, 1, 108), cjson.decode(string.sub(v, 109, nl - 1)), cmsgpack.unpack(string.sub(v, nl + 1))}`;
-  return (await redis.eval(script, 1, key)) as [string, unknown[], unknown[]?];
+  const value = (await redis.getBuffer(key))!;
+  const nl = value.indexOf('\n', 108);
+  const rest = (JSON.parse(value.toString('utf8', 108, nl)) as unknown[]).map((v) => (v === false ? null : v));
+  const head = value.toString('latin1', 0, 108);
+  if (head[1] !== 'C') return [head, rest];
+  const r = nl + 1;
+  const headersEnd = r + 14 + Number(value.toString('latin1', r + 4, r + 14));
+  const omitted = Number(value.toString('latin1', r + 3, r + 4));
+  const body = omitted === 1 ? null : value.toString('utf8', headersEnd);
+  return [head, rest, [Number(value.toString('latin1', r, r + 3)), value.toString('utf8', r + 14, headersEnd), omitted, body]];
 }
 
-/** Writes a record: `head`, then `rest` as JSON and a newline, then `response` as MessagePack. No TTL. */
+/** Writes a record: `head`, then `rest` as JSON and a newline, then `response` [status, headers, omitted, body] in its layout. No TTL. */
 async function writeRecord(redis: Redis, key: string, head: string, [rest, response]: unknown[]): Promise<void> {
-  const script = `redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2] .. '\\n' .. (ARGV[3] == '' and '' or cmsgpack.pack(cjson.decode(ARGV[3]))))`;
-  await redis.eval(script, 1, key, head, JSON.stringify(rest), response === undefined ? '' : JSON.stringify(response));
+  let tail = '';
+  if (response !== undefined) {
+    const [status, headers, omitted, body] = response as [unknown, string, number, string];
+    tail = `${String(status).padStart(3, '0')}${omitted}${String(Buffer.byteLength(headers)).padStart(10, '0')}${headers}${body}`;
+  }
+  await redis.set(key, `${head}${JSON.stringify(rest)}\n${tail}`);
 }
 
-/** A record head: format 2, state, token, lease_until, expires_at, fresh TTL, attempt, client clock at creation. */
+/** A record head: format 3, state, token, lease_until, expires_at, fresh TTL, attempt, client clock at creation. */
 function recordHead(state: string, token = 't'.repeat(32), lease = 1, expires = 99_999_999_999_999, fresh = 0, attempt = 1, created = 0): string {
   const n = (v: number | string, width: number) => String(v).padStart(width, '0');
-  return `2${state}${token}${n(lease, 16)}${n(expires, 16)}${n(fresh, 16)}${n(attempt, 10)}${n(created, 16)}`;
+  return `3${state}${token}${n(lease, 16)}${n(expires, 16)}${n(fresh, 16)}${n(attempt, 10)}${n(created, 16)}`;
 }
 
 async function acquire(store: RedisStore, ref: RecordRef = { scope: 's', key: randomUUID() }, o: ClaimOptions = opts) {
@@ -99,7 +113,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     admin?.disconnect();
   });
 
-  it('lays a record out as one MessagePack string under <prefix>:{sha256}, with scope and key in it', async () => {
+  it('lays a record out as one string under <prefix>:{sha256}, with scope and key in it', async () => {
     const before = Date.now();
     const { ref, token } = await acquire(store, { scope: 'tenant}{', key: '{k}' });
     const key = store.keyOf(ref);
@@ -117,7 +131,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const ttl = await admin.pttl(store.keyOf(other.ref));
     await store.complete(other.ref, other.token, ok);
     const [completedHead, , stored] = await readRecord(admin, store.keyOf(other.ref));
-    expect(completedHead.slice(0, 2)).toBe('2C');
+    expect(completedHead.slice(0, 2)).toBe('3C');
     expect(completedHead.slice(66, 82)).toBe('0000000000120000'); // still fresh
     expect(stored).toEqual([201, '[["content-type","text/plain"]]', 0, 'ok']);
     expect(await admin.pttl(store.keyOf(other.ref))).toBeLessThanOrEqual(ttl);
@@ -131,7 +145,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(absolute).toBe(recordHead('I', token, record.leaseUntil, record.expiresAt, 0, 1, 0));
     await store.complete(ref, token, ok);
     const [done, , response] = await readRecord(admin, key);
-    expect(done.slice(0, 2)).toBe('2C');
+    expect(done.slice(0, 2)).toBe('3C');
     expect(response).toEqual([201, '[["content-type","text/plain"]]', 0, 'ok']);
     // Pairs that would collide under naive concatenation get different keys.
     expect(store.keyOf({ scope: 'a', key: 'bc' })).not.toBe(store.keyOf({ scope: 'ab', key: 'c' }));
@@ -206,6 +220,48 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const replay = await store.claim(ref, 'fp', opts);
     expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('ok');
     expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
+  });
+
+  it('stores a UTF-8 body as text and any other body as bytes, and both read back byte for byte, by the client and by the scripts', async () => {
+    const bodies = [
+      Buffer.from('€ 中文 😀 {"ok":true}'),
+      Buffer.from('\ufeffwith a byte order mark'),
+      Buffer.from([0xff, 0xfe, 0x00, 0x80]), // not UTF-8
+      Buffer.from([0x61, 0xed, 0xa0, 0x80]), // an encoded surrogate: not UTF-8 either
+      Buffer.alloc(0),
+    ];
+    // What each completion (EVALSHA sha 1 key grace token response) sent: was an argument a Buffer?
+    const bufferArgs: boolean[] = [];
+    const methods = client as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const evalsha = methods.evalshaBuffer!.bind(client);
+    methods.evalshaBuffer = (...args: unknown[]) => {
+      if (args.length === 6) bufferArgs.push(args.some((a) => Buffer.isBuffer(a)));
+      return evalsha(...args);
+    };
+    try {
+      for (const body of bodies) {
+        const { ref, token } = await acquire(store);
+        const response: StoredResponse = { status: 200, headers: [['x-note', 'ünïcode']], body: new Uint8Array(body), bodyOmitted: false };
+        await store.complete(ref, token, response);
+        const replay = await store.claim(ref, 'fp', opts); // decoded by the client, from SET … GET
+        expect(replay.kind === 'completed' && Buffer.from(replay.response.body!)).toEqual(body);
+        expect(replay.kind === 'completed' && replay.response.headers).toEqual([['x-note', 'ünïcode']]);
+        const record = await store.get(ref); // decoded by the read script
+        expect(Buffer.from(record!.response!.body!)).toEqual(body);
+        const raw = (await admin.getBuffer(store.keyOf(ref)))!;
+        expect(raw.subarray(raw.length - body.length)).toEqual(body);
+      }
+    } finally {
+      delete methods.evalshaBuffer;
+    }
+    // Only the two bodies that are not UTF-8 made the completion send a Buffer.
+    expect(bufferArgs).toEqual([false, false, true, true, false]);
+  });
+
+  it('refuses to store a status that is not an HTTP status code, and leaves the record in flight', async () => {
+    const { ref, token } = await acquire(store);
+    await expect(store.complete(ref, token, { ...ok, status: 42 })).rejects.toThrow(/42 is not an HTTP status code/);
+    expect((await store.get(ref))!.state).toBe('in_flight');
   });
 
   it('reads the lease of a fresh record from the TTL it was created with, whatever graceMs the reader has', async () => {
@@ -302,8 +358,10 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     await corrupt((k) => writeRecord(admin, k, recordHead('I', undefined, 1, 2, 5_000), [rest]), (r) => store.get(r), /fresh record without its TTL/);
     await corrupt((k) => writeRecord(admin, k, recordHead('I'), [[false]]), (r) => store.claim(r, 'fp', opts), /fingerprint is missing/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest]), (r) => store.get(r), /response is missing/);
-    // Bytes cmsgpack refuses (a bin type) are reported as a corrupt record too, not as a failed script.
-    await corrupt((k) => admin.set(k, Buffer.concat([Buffer.from(`${recordHead('C')}["fp","tenant","k",false,false]\n`), Buffer.from([0xc4, 1, 0])])), (r) => store.get(r), /response is missing/);
+    // A response cut short (its headers' length runs past the value), or with a bad flag.
+    await corrupt((k) => admin.set(k, `${recordHead('C')}["fp","tenant","k",false,false]\n2010000000099[]`), (r) => store.get(r), /response is missing/);
+    await corrupt((k) => admin.set(k, `${recordHead('C')}["fp","tenant","k",false,false]\n2010000000099[]`), (r) => store.claim(r, 'fp', opts), /response is missing/);
+    await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, [201, '[]', 7, '']]), (r) => store.claim(r, 'fp', opts), /body_omitted/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, [201, '{not json', 0, '']]), (r) => store.claim(r, 'fp', opts), /headers is not JSON/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, [201, '[["a"]]', 0, '']]), (r) => store.get(r), /headers is not a list/);
     await corrupt((k) => writeRecord(admin, k, recordHead('C'), [rest, ['ok', '[]', 0, '']]), (r) => store.claim(r, 'fp', opts), /status/);
