@@ -130,6 +130,11 @@ interface TargetLine {
   readonly text: string;
 }
 
+/** A paced run that could not keep its rate (5 % short): its latency is queueing. */
+function isSaturated(l: LatencyResult): boolean {
+  return l.achievedRate < 0.95 * l.rate;
+}
+
 function targets(results: BenchResults): TargetLine[] {
   const { configs, races, latencies } = results;
   const lines: TargetLine[] = [];
@@ -179,7 +184,7 @@ function targets(results: BenchResults): TargetLine[] {
     if (!bare) continue;
     const p50 = l.p50Micros - bare.p50Micros;
     const p99 = l.p99Micros - bare.p99Micros;
-    const saturated = l.achievedRate < 0.95 * l.rate ? ` (saturated: ${int(l.achievedRate)} req/s achieved)` : '';
+    const saturated = isSaturated(l) ? ` (saturated: ${int(l.achievedRate)} req/s achieved)` : '';
     lines.push({
       ok: p50 <= 300 && p99 <= 1000,
       text:
@@ -392,7 +397,7 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
           if (!l) return notApplicable(impl, framework, 'redis') ? 'n/a' : '—';
           const warn =
             (l.errors > 0 ? ` (${l.errors} errors)` : '') +
-            (l.achievedRate < 0.95 * l.rate ? ` (only ${int(l.achievedRate)} req/s achieved: saturated)` : '');
+            (isSaturated(l) ? ` (only ${int(l.achievedRate)} req/s achieved: saturated)` : '');
           return `${signed((l.p50Micros - bare.p50Micros) / 1e3, 3)} / ${signed((l.p99Micros - bare.p99Micros) / 1e3, 3)}${warn}`;
         });
         out.push(

@@ -106,11 +106,12 @@ local function parts(r)
   if not nl or not ok or type(rest) ~= 'table' or type(rest[1]) ~= 'string' then return nil, 'the fingerprint is missing' end
   if not r.completed then return rest end
   local s = nl + 1
-  local status, omitted, length = string.sub(v, s, s + 2), string.sub(v, s + 3, s + 3), string.sub(v, s + 4, s + 13)
-  if #v < s + 13 or not string.match(length, '^%d+$') or s + 13 + tonumber(length) > #v then return nil, 'the response is missing' end
+  local status, omitted = string.sub(v, s, s + 2), string.sub(v, s + 3, s + 3)
+  local length = string.match(string.sub(v, s + 4, s + 13), '^%d%d%d%d%d%d%d%d%d%d$')
+  local body_at = length and s + 14 + tonumber(length)
+  if not body_at or body_at > #v + 1 then return nil, 'the response is missing' end
   if not string.match(status, '^%d%d%d$') then return nil, 'status is not an HTTP status code' end
   if omitted ~= '0' and omitted ~= '1' then return nil, 'body_omitted is neither 0 nor 1' end
-  local body_at = s + 14 + tonumber(length)
   return rest, { tonumber(status), string.sub(v, s + 14, body_at - 1), tonumber(omitted), omitted == '0' and string.sub(v, body_at) }
 end
 -- Gone for every purpose once the window has passed and no live lease holds it.
