@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { RequestSpec } from 'autocannon';
 import { NotApplicable } from './peers/types.js';
-import type { ChildMessage, ServerConfig, StatsMessage, Workload } from './shared.js';
+import type { ChildMessage, ServerConfig, StatsMessage, TimeStoreMessage, Workload } from './shared.js';
 import { BODY, CONTENTION_CONNECTIONS, CONTENTION_KEYS, CONTENT_TYPE, REPLAY_KEYS, ROUTE } from './shared.js';
 
 export const CONNECTIONS = 50;
@@ -20,6 +20,8 @@ export interface ServerHandle {
   /** The control server: `GET ${controlUrl}/__executions?key=…`. */
   readonly controlUrl: string;
   stats(): Promise<StatsMessage>;
+  /** Turns the server's store timing on or off (`StatsMessage.storeMicros`). */
+  timeStore(on: boolean): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -88,6 +90,10 @@ export async function startServer(config: ServerConfig, variant = ''): Promise<S
         child.send({ type: 'stats' }, (error) => error && reject(error));
         void exited.then(() => reject(failure ?? new Error('bench server exited')));
       });
+    },
+    timeStore(on) {
+      const message: TimeStoreMessage = { type: 'time-store', on };
+      return new Promise((resolve, reject) => child.send(message, (error) => (error ? reject(error) : resolve())));
     },
     async stop() {
       stopping = true;

@@ -29,6 +29,11 @@ export interface ConfigResult {
   /** Double executions seen during the measured runs (contention workload; 0 elsewhere). */
   readonly duplicates: number;
   /**
+   * µs per request spent inside the store's claim and complete in the server, during one more run
+   * after the timed ones (in-process stores only; see `storeTimeInServer` in run.ts).
+   */
+  readonly storeMicrosInServer?: number;
+  /**
    * The bare framework measured next to this configuration: one run just before its runs and one
    * just after, averaged. A machine that slows down while the bench runs (seen here: the same bare
    * server 40 % slower twenty minutes in) then moves both sides of a ratio, not one.
@@ -73,6 +78,8 @@ export interface Row {
   readonly rawStoreMicros: number;
   /** 1.3 × raw + 15 µs. */
   readonly budgetMicros: number;
+  /** The same store operations timed inside the server under this load (in-process stores only). */
+  readonly storeInServerMicros: number | undefined;
   readonly addedCheck: Check | undefined;
   readonly ratioTargetPercent: number | undefined;
   readonly ratioCheck: Check | undefined;
@@ -115,6 +122,7 @@ export function buildRows(configs: readonly ConfigResult[], raw: RawResults): Ro
       addedSysMicros: withMw.serverSysMicrosPerReq - bare.serverSysMicrosPerReq,
       rawStoreMicros: rawStoreMicros ?? NaN,
       budgetMicros,
+      storeInServerMicros: withMw.storeMicrosInServer,
       // With a 5 ms handler the server is not CPU-bound, so throughput says nothing about CPU time.
       addedCheck: cpuBound ? (addedMicros <= budgetMicros ? 'PASS' : 'MISS') : undefined,
       ratioTargetPercent: target,

@@ -240,6 +240,26 @@ async function sample(m: Measured, count: number): Promise<LoadSample[]> {
   return taken;
 }
 
+/**
+ * For idemkit on an in-process store: one more run with the server timing its store calls, in µs
+ * per request. The raw store time is measured in a loop of its own; this is the same work done by
+ * the server between its other work, which is what the added time contains.
+ */
+async function storeTimeInServer(m: Measured): Promise<number | undefined> {
+  const { impl, store } = m.subject;
+  if (impl !== 'idemkit' || (store !== 'memory' && store !== 'sqlite') || m.delayMs > 0) return undefined;
+  if (m.workload !== 'new-key' && m.workload !== 'replay') return undefined;
+  await m.server.timeStore(true);
+  try {
+    const before = (await m.server.stats()).storeMicros;
+    const s = await runLoad(m.server, m.workload, durationSec);
+    const after = (await m.server.stats()).storeMicros;
+    return s.completed > 0 ? (after - before) / s.completed : undefined;
+  } finally {
+    await m.server.timeStore(false);
+  }
+}
+
 function summarize(m: Measured): ConfigResult {
   const { samples, subject, workload } = m;
   const rps = samples.map((s) => s.reqPerSec);
@@ -286,8 +306,10 @@ async function measureGroup(framework: Framework, plan: PlanName, sink: { config
         sink.skipped.push({ framework, plan, subject, reason: m.notApplicable });
         continue;
       }
+      let storeMicrosInServer: number | undefined;
       try {
         await sample(m, runs);
+        storeMicrosInServer = await storeTimeInServer(m);
       } finally {
         await m.server.stop();
       }
@@ -295,6 +317,7 @@ async function measureGroup(framework: Framework, plan: PlanName, sink: { config
       const mean = (pick: (s: LoadSample) => number) => (pick(before) + pick(after)) / 2;
       sink.configs.push({
         ...summarize(m),
+        storeMicrosInServer,
         baseline: {
           reqPerSec: mean((s) => s.reqPerSec),
           p99Ms: mean((s) => s.p99Ms),

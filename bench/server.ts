@@ -71,7 +71,39 @@ async function openStore(kind: StoreKind): Promise<IdempotencyStore | undefined>
   if (kind === 'none') return undefined;
   const opened = await openBenchStore(kind);
   cleanups.push(() => opened.close());
-  return opened.store;
+  return kind === 'memory' || kind === 'sqlite' ? timeable(opened.store) : opened.store;
+}
+
+let storeMicros = 0;
+let timeStore: (on: boolean) => void = () => {};
+
+/**
+ * The store, with `claim` and `complete` timed while `timeStore(true)`: an in-process store does
+ * its work inside the call (the promise it returns is already settled), so the time inside is its
+ * own work, as the server does it under load. While off, the methods are the store's own
+ * functions, so the timed runs carry no instrument. (Both in-process stores close over their
+ * state and never use `this`.)
+ */
+function timeable(store: IdempotencyStore): IdempotencyStore {
+  const wrapped = Object.create(store) as { -readonly [K in keyof IdempotencyStore]: IdempotencyStore[K] };
+  const timed = <A extends unknown[], R>(call: (...args: A) => R) =>
+    (...args: A): R => {
+      const started = performance.now();
+      try {
+        return call(...args);
+      } finally {
+        storeMicros += (performance.now() - started) * 1e3;
+      }
+    };
+  const { claim, complete } = store;
+  const timedClaim = timed(claim);
+  const timedComplete = timed(complete);
+  timeStore = (on) => {
+    wrapped.claim = on ? timedClaim : claim;
+    wrapped.complete = on ? timedComplete : complete;
+  };
+  timeStore(false);
+  return wrapped;
 }
 
 async function startFastify(store: IdempotencyStore | undefined): Promise<number> {
@@ -178,10 +210,11 @@ async function shutdown(): Promise<never> {
 process.on('SIGTERM', () => void shutdown());
 process.on('SIGINT', () => void shutdown());
 process.on('disconnect', shutdown);
-process.on('message', (message: { type?: string }) => {
+process.on('message', (message: { type?: string; on?: boolean }) => {
+  if (message.type === 'time-store') return timeStore(message.on === true);
   if (message.type !== 'stats') return;
   const cpu = process.cpuUsage();
-  send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, duplicates, rssBytes: process.memoryUsage.rss() });
+  send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, duplicates, rssBytes: process.memoryUsage.rss(), storeMicros });
 });
 
 try {

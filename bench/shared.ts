@@ -72,6 +72,18 @@ export interface StatsMessage {
   /** Executions beyond the first for tracked keys (contention, race): double executions. */
   readonly duplicates: number;
   readonly rssBytes: number;
+  /**
+   * µs spent inside the store's `claim` and `complete` while store timing was on (in-process
+   * stores only: their work is done inside the call, so this is the store's own work, in the
+   * server, under load). 0 for other stores.
+   */
+  readonly storeMicros: number;
+}
+
+/** Parent → child: turn store timing on or off (off during the timed runs). */
+export interface TimeStoreMessage {
+  readonly type: 'time-store';
+  readonly on: boolean;
 }
 
 export type ChildMessage = ListeningMessage | NotApplicableMessage | StatsMessage;
