@@ -79,7 +79,7 @@ export interface Row {
   /** 1.3 × raw + 15 µs. */
   readonly budgetMicros: number;
   /** The same store operations timed inside the server under this load (in-process stores only). */
-  readonly storeInServerMicros: number | undefined;
+  readonly storeMicrosInServer: number | undefined;
   readonly addedCheck: Check | undefined;
   readonly ratioTargetPercent: number | undefined;
   readonly ratioCheck: Check | undefined;
@@ -122,7 +122,7 @@ export function buildRows(configs: readonly ConfigResult[], raw: RawResults): Ro
       addedSysMicros: withMw.serverSysMicrosPerReq - bare.serverSysMicrosPerReq,
       rawStoreMicros: rawStoreMicros ?? NaN,
       budgetMicros,
-      storeInServerMicros: withMw.storeMicrosInServer,
+      storeMicrosInServer: withMw.storeMicrosInServer,
       // With a 5 ms handler the server is not CPU-bound, so throughput says nothing about CPU time.
       addedCheck: cpuBound ? (addedMicros <= budgetMicros ? 'PASS' : 'MISS') : undefined,
       ratioTargetPercent: target,

@@ -425,8 +425,8 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
         '|---|---|---|---:|---:|---|---:|---:|',
       );
       for (const r of budgeted) {
-        const inServer = r.storeInServerMicros === undefined ? '—' : fixed(r.storeInServerMicros);
-        const rest = r.storeInServerMicros === undefined ? '—' : fixed(r.addedMicros - r.storeInServerMicros);
+        const inServer = r.storeMicrosInServer === undefined ? '—' : fixed(r.storeMicrosInServer);
+        const rest = r.storeMicrosInServer === undefined ? '—' : fixed(r.addedMicros - r.storeMicrosInServer);
         out.push(`| ${r.framework} | ${r.store} | ${r.workload} | ${fixed(r.addedMicros)} | ${fixed(r.budgetMicros)} | ${r.addedCheck} | ${inServer} | ${rest} |`);
       }
     }
