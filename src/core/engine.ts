@@ -1,12 +1,15 @@
 import type { IdempotencyHttpError } from './errors.js';
 import {
+  ExecutionTimeoutHttpError,
   IdemkitError,
+  InvalidScopeError,
   KeyInFlightError,
   KeyMismatchError,
   LeaseLostError,
   LeaseLostHttpError,
   MissingKeyError,
   StoreUnavailableHttpError,
+  TransactionEndedError,
 } from './errors.js';
 import type { FingerprintInput } from './fingerprint.js';
 import { fingerprint } from './fingerprint.js';
@@ -17,6 +20,8 @@ import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
+import type { Fence } from './tx-fence.js';
+import { fenceHandle } from './tx-fence.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
@@ -37,7 +42,11 @@ export interface IdempotencyContext<Tx = unknown> {
   /** The last recovery point an earlier owner reached; resume from there. */
   readonly resumeFrom: string | undefined;
   readonly recoveryData: unknown;
-  /** The store transaction, in transactional mode. */
+  /**
+   * The store transaction, in transactional mode: the driver's own object (a pg client, a mysql2
+   * connection, a better-sqlite3 Database) behind a fence that refuses every call once the request
+   * has ended (answered, rolled back, or past `maxExecutionMs`) with `TransactionEndedError`.
+   */
   readonly tx: Tx;
   /** Records a recovery point (fenced by this request's owner token). */
   checkpoint(point: string, data?: unknown): Promise<void>;
@@ -76,7 +85,6 @@ const WAIT_POLL_MAX_MS = 250;
 /** What Execution.watchResponse reads of a Node ServerResponse. */
 export interface WatchedResponse {
   readonly writableFinished: boolean;
-  readonly destroyed: boolean;
 }
 
 /** The lease keeper's ticks per lease. */
@@ -121,6 +129,11 @@ export class IdempotencyEngine<Req = unknown> {
     const scoped = options.scope(request);
     const scope = typeof scoped === 'string' ? scoped : await scoped;
     if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
+    // A lone surrogate cannot be stored as text losslessly (pg turns it into U+FFFD, so two
+    // tenants would share records): such a scope is refused before anything is claimed.
+    if (!scope.isWellFormed()) {
+      return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)') };
+    }
     const ref: RecordRef = { scope, key };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });
     const deadline = Date.now() + options.waitTimeoutMs;
@@ -191,7 +204,11 @@ export class Execution {
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
   private response: WatchedResponse | undefined;
-  private ticksSinceClientLeft = 0;
+  private readonly startedAt = Date.now();
+  /** Closed when the execution ends (or runs past `maxExecutionMs`): `ctx.tx` refuses use from then on. */
+  private readonly fence: { closedBecause: string | undefined } = { closedBecause: undefined };
+  /** Past `maxExecutionMs`: no longer renewed; in transactional mode already rolled back. */
+  private overtime = false;
   private leaseLost = false;
   private discarded = false;
   private suspended = false;
@@ -211,16 +228,23 @@ export class Execution {
     this.ref = ref;
     this.token = claim.token;
     this.transaction = transaction;
-    // Inside a transaction the checkpoint must use it: the store may be serialised behind it.
-    const writer = transaction ?? options.store;
-    const checkpoint = (point: string, data?: unknown) => writer.checkpoint(ref, claim.token, point, data);
+    // Inside a transaction the checkpoint must use it: the store may be serialised behind it. Once
+    // the transaction is over, a checkpoint through it would run outside any transaction.
+    const checkpoint =
+      transaction === undefined
+        ? (point: string, data?: unknown) => options.store.checkpoint(ref, claim.token, point, data)
+        : async (point: string, data?: unknown) => {
+            const closed = this.fence.closedBecause;
+            if (closed !== undefined) throw new TransactionEndedError(`ctx.checkpoint() was called after ${closed}; nothing was written`);
+            return transaction.checkpoint(ref, claim.token, point, data);
+          };
     this.context = {
       key: ref.key,
       scope: ref.scope,
       takeover: claim.takeover,
       resumeFrom: claim.resumeFrom,
       recoveryData: claim.recoveryData,
-      tx: transaction?.tx,
+      tx: transaction === undefined ? undefined : fenceHandle(transaction.tx, this.fence, 'ctx.tx'),
       checkpoint,
       discard: () => {
         this.discarded = true;
@@ -235,11 +259,11 @@ export class Execution {
 
   /**
    * Watches the Node response this execution answers through, from the lease keeper's ticks (a
-   * listener per request cost more than the claim). An answer that went out without passing
-   * `finish` (a hijacked reply) stored nothing: the claim is released. A client that left does
-   * not mean nothing happened: the handler may still finish its effect, so the claim is kept
-   * while it runs (a retry gets 409, then the replay); a handler that never ends (a pipe that the
-   * closed socket unpiped) is abandoned one lease after the disconnect is noticed.
+   * listener per request cost more than the claim): an answer that went out without passing
+   * `finish` (a hijacked reply) stored nothing, so the claim is released. Whether the client is
+   * still connected is deliberately not read: the lease belongs to the handler, which may still
+   * act after its client left, so the claim is renewed for as long as it runs and its result is
+   * completed under its token when it ends (a retry meanwhile gets 409, then the replay).
    */
   watchResponse(response: WatchedResponse): void {
     this.response = response;
@@ -260,26 +284,30 @@ export class Execution {
     const begin = store.beginTransaction();
     begin.catch(() => {});
     const tx = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
+    // The phase's handle refuses use once the phase committed or rolled back: its connection is
+    // back in the pool by then.
+    const fence: Fence & { closedBecause: string | undefined } = { closedBecause: undefined };
+    const close = (how: string) => <T>(settle: () => Promise<T>) => {
+      fence.closedBecause ??= `the phase transaction ${how}`;
+      return settle();
+    };
     return {
-      tx: tx.tx,
+      tx: fenceHandle(tx.tx, fence, 'the phase transaction'),
       checkpoint: (point, data) => tx.checkpoint(this.ref, this.token, point, data),
-      commit: () => tx.commit(),
-      rollback: () => tx.rollback(),
+      commit: () => close('committed')(() => tx.commit()),
+      rollback: () => close('rolled back')(() => tx.rollback()),
     };
   }
 
   /** Called by the lease keeper every third of a lease: extends the lease, or learns that it was lost. */
   renew(): void {
-    const response = this.response;
-    if (response !== undefined) {
-      if (response.writableFinished) {
-        void this.abort();
-        return;
-      }
-      if (response.destroyed && ++this.ticksSinceClientLeft >= LEASE_TICKS) {
-        this.abandon();
-        return;
-      }
+    if (this.response?.writableFinished) {
+      void this.abort();
+      return;
+    }
+    if (Date.now() - this.startedAt >= this.options.maxExecutionMs) {
+      this.expire();
+      return;
     }
     const { store, leaseMs, onError, renewLease } = this.options;
     if (!renewLease) return;
@@ -307,6 +335,7 @@ export class Execution {
    */
   private end(): void {
     this.finished = true;
+    this.fence.closedBecause ??= 'its request ended';
     this.response = undefined;
     this.stopRenewal();
   }
@@ -323,6 +352,11 @@ export class Execution {
     this.end();
     const { store, onError } = this.options;
     const tx = this.transaction;
+    if (tx !== undefined && this.overtime) {
+      // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
+      await this.releaseQuietly();
+      return new ExecutionTimeoutHttpError(this.options.maxExecutionMs, 'nothing');
+    }
     const failed = threw || (tx !== undefined && response.status >= 500);
     if (this.suspended) {
       if (tx) await tx.rollback().catch(onError);
@@ -371,14 +405,22 @@ export class Execution {
   }
 
   /**
-   * Gives up on a handler that will never answer (its client left and its stream stalled): renewal
-   * stops but the claim stays, so the lease runs out and a retry takes over with the last recovery
-   * point. Releasing instead would let a retry run while the handler might still act.
+   * The handler ran past `maxExecutionMs`: renewal stops but the claim stays, so the lease runs out
+   * and a retry takes over with the last recovery point (releasing would let a retry run at once).
+   * In transactional mode the transaction is rolled back now and `ctx.tx` refuses every later call,
+   * so nothing the handler does afterwards can commit. The handler itself cannot be stopped: when
+   * it ends, `finish` still runs (outside transactional mode its completion is fenced by the token).
    */
-  abandon(): void {
-    if (this.finished) return;
-    this.end();
-    if (this.transaction) void this.transaction.rollback().catch(this.options.onError);
+  private expire(): void {
+    if (this.finished || this.overtime) return;
+    this.overtime = true;
+    this.stopRenewal();
+    const { maxExecutionMs, onError } = this.options;
+    const tx = this.transaction;
+    onError(new ExecutionTimeoutHttpError(maxExecutionMs, tx === undefined ? 'unknown' : 'nothing'));
+    if (tx === undefined) return;
+    this.fence.closedBecause = `its request ran past maxExecutionMs (${maxExecutionMs} ms) and was rolled back`;
+    void tx.rollback().catch(onError);
   }
 
   private async releaseQuietly(): Promise<void> {

@@ -196,4 +196,38 @@ export class StoreUnavailableHttpError extends IdempotencyHttpError {
   }
 }
 
+/** 400: the `scope` hook returned text that cannot be stored as it is (ill-formed UTF-16). */
+export class InvalidScopeError extends IdempotencyHttpError {
+  constructor(reason: string) {
+    super({
+      code: 'ERR_IDEMKIT_SCOPE_INVALID',
+      status: 400,
+      slug: 'invalid-scope',
+      title: 'The request has no usable idempotency scope',
+      detail: `The scope this request belongs to is unusable: ${reason}.`,
+    });
+  }
+}
+
+/**
+ * 503: the handler ran past `maxExecutionMs`. Its claim stopped being renewed then; in transactional
+ * mode its transaction was rolled back and `ctx.tx` refused, so nothing of this attempt was
+ * committed. Also what `onError` is told when the ceiling is reached.
+ */
+export class ExecutionTimeoutHttpError extends IdempotencyHttpError {
+  constructor(maxExecutionMs: number, committed: 'nothing' | 'unknown') {
+    super({
+      code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT',
+      status: 503,
+      slug: 'execution-timeout',
+      title: 'The request ran past its time limit',
+      detail:
+        committed === 'nothing'
+          ? `The handler ran longer than ${maxExecutionMs} ms (option \`maxExecutionMs\`); its transaction was rolled back and nothing was committed. Retry with the same key.`
+          : `The handler has run longer than ${maxExecutionMs} ms (option \`maxExecutionMs\`); its claim is no longer renewed, so once its lease ends a retry with the same key may run again.`,
+      headers: { 'retry-after': '1' },
+    });
+  }
+}
+
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';

@@ -53,6 +53,19 @@ export interface IdempotencyOptions<Req = unknown> {
    */
   readonly renewLease?: boolean;
   /**
+   * The longest a handler may hold its key, in ms. Without it (the default) a handler's claim is
+   * renewed for as long as it runs, whether or not its client is still connected, so nothing
+   * runs twice while it might still act; a handler that never ends holds its key (409 to every
+   * retry) until the process stops. Past this ceiling the claim is no longer renewed and
+   * `onError` is told; in transactional mode the transaction is rolled back at once and `ctx.tx`
+   * refuses every later call, so the handler can never commit afterwards and answers 503
+   * `execution-timeout`. Outside transactional mode the handler's effect cannot be stopped: once
+   * the lease has run out a retry takes over and may run while the first is still acting; its late
+   * completion is refused by the owner token. Checked every `leaseMs / 3`.
+   * @default Infinity (no ceiling)
+   */
+  readonly maxExecutionMs?: number;
+  /**
    * The largest request body read for fingerprinting; larger bodies get 413 and nothing is stored.
    * @default 1_048_576
    */
@@ -111,6 +124,7 @@ export interface ResolvedOptions<Req> {
   readonly leaseMs: number;
   readonly windowMs: number;
   readonly renewLease: boolean;
+  readonly maxExecutionMs: number;
   readonly maxBodyBytes: number;
   readonly inFlight: 'conflict' | 'wait';
   readonly waitTimeoutMs: number;
@@ -194,6 +208,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
     leaseMs,
     windowMs,
     renewLease: booleanOption('renewLease', options.renewLease, true),
+    maxExecutionMs: options.maxExecutionMs === undefined ? Infinity : durationOption('maxExecutionMs', options.maxExecutionMs, Infinity, 1, true),
     maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
     inFlight,
     waitTimeoutMs: durationOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1, false),

@@ -1,7 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Execution, WatchedResponse } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
+import { TransactionEndedError } from '../../src/core/errors.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 
 const facts = { method: 'POST', path: '/charges', contentType: 'application/json', body: Buffer.from('{}') };
 const answer = { status: 201, headers: [], body: Buffer.from('{}'), bodyOmitted: false };
@@ -10,7 +13,7 @@ async function watchedExecution(key: string): Promise<{ execution: Execution; en
   const engine = new IdempotencyEngine({ store: memoryStore({ sweepIntervalMs: 0 }) });
   const admission = await engine.admit({}, key, facts);
   if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
-  const response: WatchedResponse = { writableFinished: false, destroyed: false };
+  const response: WatchedResponse = { writableFinished: false };
   admission.execution.watchResponse(response);
   return { execution: admission.execution, engine };
 }
@@ -37,10 +40,114 @@ describe('Execution lets go of its response when it ends', () => {
     await execution.abort();
     expect(watched(execution)).toBeUndefined();
   });
+});
 
-  it('on abandon', async () => {
-    const { execution } = await watchedExecution('abandon');
-    execution.abandon();
-    expect(watched(execution)).toBeUndefined();
+describe('the lease belongs to the handler, not to the connection', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const admitted = async (engine: IdempotencyEngine, key: string) => {
+    const admission = await engine.admit({}, key, facts);
+    if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
+    return admission.execution;
+  };
+
+  it('keeps renewing while the handler runs after its client left, then stores and replays its answer', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store, leaseMs: 300 });
+    const execution = await admitted(engine, 'gone');
+    // A Node response whose client hung up: destroyed, never finished.
+    execution.watchResponse({ writableFinished: false, destroyed: true } as WatchedResponse);
+    await vi.advanceTimersByTimeAsync(3_000); // ten leases
+    const during = await engine.admit({}, 'gone', facts);
+    expect(during.kind === 'reject' && during.error.code).toBe('ERR_IDEMKIT_KEY_IN_FLIGHT');
+    expect(await execution.finish(answer)).toBeUndefined();
+    const after = await engine.admit({}, 'gone', facts);
+    expect(after.kind).toBe('replay');
+    store.close();
+  });
+
+  it('past maxExecutionMs stops renewing and says so; a retry takes over and the late completion is refused by the token', async () => {
+    const reported: unknown[] = [];
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store, leaseMs: 300, maxExecutionMs: 1_000, onError: (e) => reported.push(e) });
+    const first = await admitted(engine, 'slow');
+    await vi.advanceTimersByTimeAsync(900);
+    expect((await engine.admit({}, 'slow', facts)).kind).toBe('reject'); // still renewed
+    await vi.advanceTimersByTimeAsync(600); // the ceiling, then a whole lease without renewal
+    expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
+    const second = await admitted(engine, 'slow');
+    expect(second.context.takeover).toBe(true);
+    expect(await first.finish({ ...answer, body: Buffer.from('"first"') })).toBeUndefined();
+    expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_LEASE_LOST' }));
+    await second.finish({ ...answer, body: Buffer.from('"second"') });
+    const replay = await engine.admit({}, 'slow', facts);
+    expect(replay.kind === 'replay' && Buffer.from(replay.response.body!).toString()).toBe('"second"');
+    store.close();
+  });
+});
+
+describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
+  const setup = (options: { maxExecutionMs?: number; onError?: (e: unknown) => void } = {}) => {
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
+    const store = sqliteStore({ database: db });
+    const engine = new IdempotencyEngine({ store, transactional: true, leaseMs: 300, ...options });
+    const effects = () => (db.prepare('SELECT count(*) AS n FROM effects').get() as { n: number }).n;
+    return { db, store, engine, effects };
+  };
+  const admitted = async (engine: IdempotencyEngine, key: string) => {
+    const admission = await engine.admit({}, key, facts);
+    if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
+    return admission.execution;
+  };
+
+  it('is the driver object while the request runs, and refuses every call after it answered', async () => {
+    const { db, engine, effects } = setup();
+    const execution = await admitted(engine, 'k');
+    const tx = execution.context.tx as Database.Database;
+    expect(tx).toBeInstanceOf(Database);
+    expect(tx.inTransaction).toBe(true);
+    const insert = tx.prepare('INSERT INTO effects (key) VALUES (?)');
+    insert.run('during');
+    const many = tx.transaction((n: number) => {
+      for (let i = 0; i < n; i++) insert.run(`nested-${i}`);
+    });
+    await execution.finish(answer);
+    expect(effects()).toBe(1);
+    expect(() => tx.prepare('INSERT INTO effects (key) VALUES (?)')).toThrow(TransactionEndedError);
+    expect(() => insert.run('after')).toThrow(TransactionEndedError);
+    expect(() => many(2)).toThrow(TransactionEndedError);
+    expect(() => tx.exec("INSERT INTO effects (key) VALUES ('after')")).toThrow(/ctx\.tx was used after its request ended/);
+    expect(effects()).toBe(1);
+    db.close();
+  });
+
+  it('past maxExecutionMs rolls back at once, refuses the late write, and answers execution-timeout', async () => {
+    vi.useFakeTimers();
+    try {
+      const reported: unknown[] = [];
+      const { db, store, engine, effects } = setup({ maxExecutionMs: 500, onError: (e) => reported.push(e) });
+      const execution = await admitted(engine, 'late');
+      const tx = execution.context.tx as Database.Database;
+      tx.prepare('INSERT INTO effects (key) VALUES (?)').run('before the ceiling');
+      await vi.advanceTimersByTimeAsync(700);
+      expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
+      expect(db.inTransaction).toBe(false); // rolled back while the handler still runs
+      expect(() => tx.prepare('INSERT INTO effects (key) VALUES (?)').run('after')).toThrow(/maxExecutionMs/);
+      await expect(execution.context.checkpoint('late')).rejects.toThrow(TransactionEndedError);
+      const answered = await execution.finish(answer);
+      expect(answered?.code).toBe('ERR_IDEMKIT_EXECUTION_TIMEOUT');
+      expect(answered?.status).toBe(503);
+      expect(effects()).toBe(0);
+      expect(await store.get({ scope: '', key: 'late' })).toBeUndefined(); // released: nothing committed
+      db.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

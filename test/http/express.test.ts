@@ -557,33 +557,42 @@ describe.each([
     expect(executions).toBe(1);
   });
 
-  it('abandons the claim one lease after a disconnect when the response never ends', async () => {
-    const started = deferred();
-    const app = await serve(
-      (a) =>
-        a.post('/stalled', (_req, res) => {
-          executions++;
-          started.resolve();
-          const source = new Readable({ read() {} });
-          source.push('first chunk');
-          source.pipe(res); // the closed socket unpipes it: end never comes
-        }),
-      { leaseMs: 200 },
-    );
-    const key = randomUUID();
-    const controller = new AbortController();
-    const gone = post(app, '/stalled', { key, signal: controller.signal }).catch((error: unknown) => error);
-    await started.promise;
-    controller.abort();
-    await gone;
-    expect((await store.get({ scope: 'Bearer tenant', key }))?.state).toBe('in_flight');
-    // One lease after the disconnect the execution is abandoned: renewal stops, the claim stays
-    // (the handler might still act), and once its lease has run out a retry may take it over.
-    await sleep(800);
-    const record = await store.get({ scope: 'Bearer tenant', key });
-    expect(record?.state).toBe('in_flight');
-    expect(record!.leaseUntil).toBeLessThan(Date.now());
-    expect(executions).toBe(1);
+  it('keeps renewing the claim of a handler whose response never ends after a disconnect, until maxExecutionMs', async () => {
+    const stalled = (a: express.Express) =>
+      a.post('/stalled', (_req, res) => {
+        executions++;
+        const source = new Readable({ read() {} });
+        source.push('first chunk');
+        source.pipe(res); // the closed socket unpipes it: end never comes
+      });
+    const hangUp = async (app: TestApp, key: string) => {
+      const controller = new AbortController();
+      const before = executions;
+      const gone = post(app, '/stalled', { key, signal: controller.signal }).catch((error: unknown) => error);
+      await until(async () => executions > before, 'the handler to start');
+      controller.abort();
+      await gone;
+    };
+    const leaseOf = async (key: string) => (await store.get({ scope: 'Bearer tenant', key }))!.leaseUntil;
+
+    // No ceiling (the default): the handler might still act, so its claim is renewed while it runs.
+    const renewing = await serve(stalled, { leaseMs: 200 });
+    const kept = randomUUID();
+    await hangUp(renewing, kept);
+    const firstLease = await leaseOf(kept);
+    await until(async () => (await leaseOf(kept)) > firstLease + 400, 'two more leases of renewal');
+    expect((await post(renewing, '/stalled', { key: kept })).status).toBe(409);
+
+    // With maxExecutionMs: renewal stops at the ceiling (onError is told), the claim stays in
+    // flight, and once its lease has run out a retry may take it over.
+    const reported: unknown[] = [];
+    const capped = await serve(stalled, { leaseMs: 200, maxExecutionMs: 300, onError: (e) => reported.push(e) });
+    const given = randomUUID();
+    await hangUp(capped, given);
+    await until(async () => reported.some((e) => (e as { code?: string }).code === 'ERR_IDEMKIT_EXECUTION_TIMEOUT'), 'the ceiling');
+    await until(async () => (await leaseOf(given)) < Date.now(), 'the lease to run out');
+    expect((await store.get({ scope: 'Bearer tenant', key: given }))?.state).toBe('in_flight');
+    expect(executions).toBe(2);
   });
 });
 

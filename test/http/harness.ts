@@ -18,6 +18,9 @@
  *   - `POST /discard`: calls the context's `discard()` and answers 400 `{ error: 'invalid' }` (no executions++);
  *   - `POST /tx?fail=throw|500`: executions++; inserts `(key)` into table `effects` through the
  *     context's `tx` (a better-sqlite3 Database); then throws, answers 500, or answers 201 `{ ok: true }`;
+ *   - `POST /tx-slow`: executions++; waits `x-delay-ms` ms, then inserts `(key)` into `effects`
+ *     through the context's `tx` and answers 201 `{ ok: true }` (a write that may come after a
+ *     disconnect, or past `maxExecutionMs`);
  *   - `GET /charges` and `PUT /charges`: executions++; 200 JSON `{ n: executions }`.
  */
 import type { IdempotencyOptions } from '../../src/core/options.js';

@@ -12,6 +12,7 @@ import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from './harness.js';
 import { binaryPattern } from './harness.js';
+import { until } from '../support/until.js';
 
 interface Sent {
   status: number;
@@ -103,6 +104,25 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(r.text).toBe(original!.text);
       }
       expect(all.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(99);
+    });
+
+    it('a client that hangs up changes nothing: the slow handler keeps its claim, its answer is stored and replayed', async () => {
+      // Lease 300 ms, handler 1.5 s: the claim must be renewed for the handler, not the connection.
+      const leased = await start({ leaseMs: 300 });
+      const k = key();
+      await hangUpDuring(leased, '/charges', { key: k, body: { amount: 5 }, headers: { 'x-delay-ms': '1500' } }, () => state.executions > 0);
+      // Retries while the handler runs: 409 (never a second execution), until its answer is stored.
+      const during: number[] = [];
+      while ((await store.get({ scope: 'tenant-a', key: k }))?.state !== 'completed') {
+        during.push((await send(leased, '/charges', { key: k, body: { amount: 5 } })).status);
+        await sleep(50);
+      }
+      for (const status of during) expect(status).toBe(409);
+      const replay = await send(leased, '/charges', { key: k, body: { amount: 5 } });
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.json()).toMatchObject({ n: 1, body: { amount: 5 } });
+      expect(state.executions).toBe(1);
     });
 
     it('replays status, allowlisted headers and body; never Set-Cookie or unlisted headers', async () => {
@@ -408,6 +428,39 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect((await txStore.get({ scope: 'tenant-a', key: k }))?.state).toBe('completed');
       });
 
+      it('a client that hangs up changes nothing: the write through ctx.tx and the record commit once, together', async () => {
+        const leased = await start({ transactional: true, leaseMs: 300 }, txStore);
+        const k = key();
+        await hangUpDuring(leased, '/tx-slow', { key: k, body: {}, headers: { 'x-delay-ms': '1500' } }, () => state.executions > 0);
+        await until(async () => (await txStore.get({ scope: 'tenant-a', key: k }))?.state === 'completed', 'the slow handler to commit');
+        const retry = await send(leased, '/tx-slow', { key: k, body: {} });
+        expect(retry.status).toBe(201);
+        expect(retry.headers.get('idempotent-replayed')).toBe('true');
+        expect(effects(k)).toBe(1);
+        expect(state.executions).toBe(1);
+      });
+
+      it('past maxExecutionMs the transaction is rolled back, ctx.tx refuses the late write, and a retry runs once', async () => {
+        const reported: unknown[] = [];
+        const capped = await start({ transactional: true, leaseMs: 300, maxExecutionMs: 300, onError: (e) => reported.push(e) }, txStore);
+        const k = key();
+        const late = await send(capped, '/tx-slow', { key: k, body: {}, headers: { 'x-delay-ms': '1200' } });
+        expect(late.status).toBe(503);
+        expect(late.json().type).toBe('https://idemkit.dev/problems/execution-timeout');
+        expect(effects(k)).toBe(0);
+        expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
+        // Nothing was committed, so the key is free again (released, or its lease has run out).
+        let retry = await send(capped, '/tx-slow', { key: k, body: {} });
+        while (retry.status === 409) {
+          await sleep(50);
+          retry = await send(capped, '/tx-slow', { key: k, body: {} });
+        }
+        expect(retry.status).toBe(201);
+        expect(retry.headers.get('idempotent-replayed')).toBeNull();
+        expect(effects(k)).toBe(1);
+        expect(state.executions).toBe(2);
+      });
+
       it.each(['throw', '500'])('rolls back and releases the key when the handler fails (%s)', async (fail) => {
         const k = key();
         expect((await send(txApp, `/tx?fail=${fail}`, { key: k, body: {} })).status).toBe(500);
@@ -428,6 +481,24 @@ export function describeMatrix(name: string, factory: AppFactory): void {
       });
     });
   });
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Sends a request and hangs up (aborts the connection) once `started()` says its handler runs. */
+async function hangUpDuring(app: TestApp, path: string, init: { key: string; body: unknown; headers: Record<string, string> }, started: () => boolean): Promise<void> {
+  const controller = new AbortController();
+  const headers = new Headers(init.headers);
+  headers.set('authorization', 'Bearer tenant-a');
+  headers.set('idempotency-key', init.key);
+  headers.set('content-type', 'application/json');
+  const gone = fetch(app.url + path, { method: 'POST', headers, body: JSON.stringify(init.body), signal: controller.signal }).then(
+    () => 'answered',
+    () => 'aborted',
+  );
+  await until(async () => started(), 'the handler to start');
+  controller.abort();
+  expect(await gone).toBe('aborted');
 }
 
 async function waitForRecord(store: IdempotencyStore, scope: string, key: string): Promise<void> {

@@ -74,6 +74,17 @@ function createApp(lib: typeof express, options: HarnessOptions, state: AppState
     if (req.query.fail === '500') return void res.status(500).json({ error: 'failed' });
     res.status(201).json({ ok: true });
   });
+  app.post('/tx-slow', (req, res, next) => {
+    state.executions++;
+    const ctx = req.idempotency!;
+    // Express 4 ignores a handler's promise: its rejection must reach `next` by hand.
+    Promise.resolve(delayMs(req.get('x-delay-ms')))
+      .then(() => {
+        (ctx.tx as Database).prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
+        res.status(201).json({ ok: true });
+      })
+      .catch(next);
+  });
   return listenServer(createServer(app));
 }
 

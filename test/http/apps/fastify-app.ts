@@ -67,6 +67,14 @@ export const createFastifyApp: AppFactory = async (options, state) => {
     return reply.code(201).send({ ok: true });
   });
 
+  app.post('/tx-slow', async (request, reply) => {
+    state.executions++;
+    const ctx = request.idempotency as IdempotencyContext<Database>;
+    await delayMs(request.headers['x-delay-ms'] as string | undefined);
+    ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
+    return reply.code(201).send({ ok: true });
+  });
+
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   return { url, close: () => app.close() };
 };

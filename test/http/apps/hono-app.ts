@@ -66,5 +66,12 @@ export const createHonoApp: AppFactory = async (options, state) => {
     if (fail === '500') return c.json({ error: 'failed' }, 500);
     return c.json({ ok: true }, 201);
   });
+  app.post('/tx-slow', async (c) => {
+    state.executions++;
+    const ctx = c.get('idempotency')!;
+    await delayMs(c.req.header('x-delay-ms'));
+    ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
+    return c.json({ ok: true }, 201);
+  });
   return listenFetch(app.fetch);
 };

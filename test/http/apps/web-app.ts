@@ -56,6 +56,11 @@ export const createWebApp: AppFactory = async (options, state) => {
       if (fail === '500') return Response.json({ error: 'failed' }, { status: 500 });
       return Response.json({ ok: true }, { status: 201 });
     }
+    if (path === '/tx-slow') {
+      await delayMs(request.headers.get('x-delay-ms'));
+      ctx!.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
+      return Response.json({ ok: true }, { status: 201 });
+    }
     return new Response('not found', { status: 404 });
   }
 
