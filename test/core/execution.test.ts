@@ -151,3 +151,18 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
     }
   });
 });
+
+describe('a scope that cannot be stored as text', () => {
+  it.each([['\uD800'], ['tenant-\uDC00'], ['\uDC00\uD800']])('answers 400 invalid-scope for %j and claims nothing', async (scope) => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store, scope: () => scope });
+    const admission = await engine.admit({}, 'k', facts);
+    expect(admission.kind === 'reject' && admission.error.status).toBe(400);
+    expect(admission.kind === 'reject' && admission.error.problem().type).toBe('https://idemkit.dev/problems/invalid-scope');
+    expect(await store.get({ scope, key: 'k' })).toBeUndefined();
+    // A well-formed astral character is an ordinary scope.
+    const emoji = new IdempotencyEngine({ store, scope: () => 'tenant-\u{1F600}' });
+    expect((await emoji.admit({}, 'k', facts)).kind).toBe('execute');
+    store.close();
+  });
+});
