@@ -20,7 +20,6 @@ import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
-import type { Fence } from './tx-fence.js';
 import { fenceHandle } from './tx-fence.js';
 
 /** The request facts the engine needs, read by the adapter. */
@@ -286,16 +285,18 @@ export class Execution {
     const tx = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     // The phase's handle refuses use once the phase committed or rolled back: its connection is
     // back in the pool by then.
-    const fence: Fence & { closedBecause: string | undefined } = { closedBecause: undefined };
-    const close = (how: string) => <T>(settle: () => Promise<T>) => {
-      fence.closedBecause ??= `the phase transaction ${how}`;
-      return settle();
-    };
+    const fence: { closedBecause: string | undefined } = { closedBecause: undefined };
     return {
       tx: fenceHandle(tx.tx, fence, 'the phase transaction'),
       checkpoint: (point, data) => tx.checkpoint(this.ref, this.token, point, data),
-      commit: () => close('committed')(() => tx.commit()),
-      rollback: () => close('rolled back')(() => tx.rollback()),
+      commit: () => {
+        fence.closedBecause ??= 'it committed';
+        return tx.commit();
+      },
+      rollback: () => {
+        fence.closedBecause ??= 'it rolled back';
+        return tx.rollback();
+      },
     };
   }
 

@@ -127,6 +127,22 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
     db.close();
   });
 
+  it('a phase transaction (ctx.beginTransaction) refuses use once it committed', async () => {
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
+    const engine = new IdempotencyEngine({ store: sqliteStore({ database: db }) });
+    const execution = await admitted(engine, 'phase');
+    const phase = await execution.context.beginTransaction();
+    const tx = phase.tx as Database.Database;
+    tx.prepare('INSERT INTO effects (key) VALUES (?)').run('in the phase');
+    await phase.checkpoint('charged');
+    await phase.commit();
+    expect(() => tx.prepare('INSERT INTO effects (key) VALUES (?)').run('after')).toThrow(/the phase transaction was used after it committed/);
+    expect((db.prepare('SELECT count(*) AS n FROM effects').get() as { n: number }).n).toBe(1);
+    await execution.finish(answer);
+    db.close();
+  });
+
   it('past maxExecutionMs rolls back at once, refuses the late write, and answers execution-timeout', async () => {
     vi.useFakeTimers();
     try {
