@@ -6,8 +6,6 @@ export interface Fence {
   readonly closedBecause: string | undefined;
 }
 
-const wrappedBy = new WeakMap<object, WeakMap<Fence, object>>();
-
 /**
  * The handle a handler writes through (`ctx.tx`), refusing every call once its execution is over.
  *
@@ -26,44 +24,38 @@ export function fenceHandle<T>(target: T, fence: Fence, label: string): T {
 }
 
 function fenced(target: object, fence: Fence, label: string): object {
-  let byFence = wrappedBy.get(target);
-  const existing = byFence?.get(fence);
-  if (existing !== undefined) return existing;
-  const check = () => {
+  // Wrapped methods, made on first use: most handles (a Statement) see one or two methods.
+  let methods: Map<PropertyKey, { raw: unknown; wrapped: unknown }> | undefined;
+  const call = (fn: (...a: unknown[]) => unknown, self: unknown, args: unknown[]): unknown => {
     if (fence.closedBecause !== undefined) {
       throw new TransactionEndedError(`${label} was used after ${fence.closedBecause}; nothing was written (its transaction is over)`);
     }
+    const result = Reflect.apply(fn, self, args);
+    // A chained call (`statement.pluck()`) hands back the same object: the same handle.
+    if (result === target) return proxy;
+    return fenceable(result) ? fenced(result, fence, label) : result;
   };
-  const wrapResult = (value: unknown): unknown => (fenceable(value) ? fenced(value, fence, label) : value);
-  const methods = new Map<PropertyKey, { raw: unknown; wrapped: unknown }>();
-  const proxy = new Proxy(target, {
+  const proxy: object = new Proxy(target, {
     get(object, property) {
       const value: unknown = Reflect.get(object, property, object);
       if (typeof value !== 'function' || property === 'constructor') return value;
-      const known = methods.get(property);
+      const known = methods?.get(property);
       if (known !== undefined && known.raw === value) return known.wrapped;
       const method = value as (...args: unknown[]) => unknown;
+      // Called through the handle, `this` is the proxy; the driver needs its own object.
       const wrapped = function (this: unknown, ...args: unknown[]): unknown {
-        check();
-        // Called through the handle, `this` is the proxy; the driver needs its own object.
-        return wrapResult(Reflect.apply(method, this === proxy || this === undefined ? object : this, args));
+        return call(method, this === proxy || this === undefined ? object : this, args);
       };
-      methods.set(property, { raw: value, wrapped });
+      (methods ??= new Map()).set(property, { raw: value, wrapped });
       return wrapped;
     },
     set(object, property, value) {
       return Reflect.set(object, property, value, object);
     },
     apply(fn, thisArg, args) {
-      check();
-      return wrapResult(Reflect.apply(fn as (...a: unknown[]) => unknown, thisArg, args));
+      return call(fn as (...a: unknown[]) => unknown, thisArg, args);
     },
   });
-  if (byFence === undefined) {
-    byFence = new WeakMap();
-    wrappedBy.set(target, byFence);
-  }
-  byFence.set(fence, proxy);
   return proxy;
 }
 
