@@ -42,30 +42,37 @@ describe('verifyWebhook (Standard Webhooks)', () => {
 
   it('refuses bad signatures, stale or future timestamps and missing headers, with a reason', () => {
     const body = '{"a":1}';
+    // One instant for signing and verifying: a second that ticks over between the two must not
+    // move a timestamp across the tolerance or away from the one that was signed.
+    const now = nowSec();
+    const sign = (id: string, b: string, o: { at?: number; key?: string; signature?: string } = {}) => signed(id, b, { at: now, ...o });
     const reason = (headers: Record<string, string>, b = body, extra: Partial<Parameters<typeof verifyWebhook>[2]> = {}) => {
       try {
-        verifyWebhook(new Headers(headers), b, { secret, ...extra });
+        verifyWebhook(new Headers(headers), b, { secret, clock: () => now * 1000, ...extra });
         return 'ok';
       } catch (error) {
         expect(error).toBeInstanceOf(WebhookVerificationError);
         return (error as WebhookVerificationError).reason;
       }
     };
-    expect(reason(signed('e1', body))).toBe('ok');
-    expect(reason(signed('e1', body), '{"a":2}')).toBe('bad-signature');
-    expect(reason(signed('e1', body, { key: 'whsec_' + randomBytes(24).toString('base64') }))).toBe('bad-signature');
-    expect(reason({ ...signed('e1', body), 'webhook-id': 'e2' })).toBe('bad-signature');
-    expect(reason(signed('e1', body, { at: nowSec() - 301 }))).toBe('stale-timestamp');
-    expect(reason(signed('e1', body, { at: nowSec() + 301 }))).toBe('stale-timestamp');
-    expect(reason(signed('e1', body, { at: nowSec() - 200 }))).toBe('ok');
-    expect(reason(signed('e1', body, { at: nowSec() - 200 }), body, { toleranceSec: 60 })).toBe('stale-timestamp');
-    expect(reason({ ...signed('e1', body), 'webhook-timestamp': '12.5' })).toBe('bad-timestamp');
-    const { 'webhook-signature': _drop, ...unsigned } = signed('e1', body);
+    expect(reason(sign('e1', body))).toBe('ok');
+    expect(reason(sign('e1', body), '{"a":2}')).toBe('bad-signature');
+    expect(reason(sign('e1', body, { key: 'whsec_' + randomBytes(24).toString('base64') }))).toBe('bad-signature');
+    expect(reason({ ...sign('e1', body), 'webhook-id': 'e2' })).toBe('bad-signature');
+    expect(reason(sign('e1', body, { at: now - 301 }))).toBe('stale-timestamp');
+    expect(reason(sign('e1', body, { at: now + 301 }))).toBe('stale-timestamp');
+    // The tolerance itself is inside, both ways.
+    expect(reason(sign('e1', body, { at: now - 300 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now + 300 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now - 200 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now - 200 }), body, { toleranceSec: 60 })).toBe('stale-timestamp');
+    expect(reason({ ...sign('e1', body), 'webhook-timestamp': '12.5' })).toBe('bad-timestamp');
+    const { 'webhook-signature': _drop, ...unsigned } = sign('e1', body);
     expect(reason(unsigned)).toBe('missing-headers');
     // Only `v1` entries count; several entries may be sent (rotation on the sender's side).
-    const good = signWebhook(secret, 'e1', nowSec(), body).slice(3);
-    expect(reason(signed('e1', body, { signature: `v1a,${good}` }))).toBe('bad-signature');
-    expect(reason(signed('e1', body, { signature: `v1,${randomBytes(32).toString('base64')} v1,${good}` }))).toBe('ok');
+    const good = signWebhook(secret, 'e1', now, body).slice(3);
+    expect(reason(sign('e1', body, { signature: `v1a,${good}` }))).toBe('bad-signature');
+    expect(reason(sign('e1', body, { signature: `v1,${randomBytes(32).toString('base64')} v1,${good}` }))).toBe('ok');
   });
 
   it('accepts any of several secrets during a rotation; refuses malformed secrets naming the option', () => {
@@ -92,7 +99,7 @@ describe('verifyWebhook is strict: one spelling per signature, strong secrets on
   const { id, mac } = signedWithBothAlphabets();
   const verdict = (signature: string) => {
     try {
-      verifyWebhook({ 'webhook-id': id, 'webhook-timestamp': String(at), 'webhook-signature': signature }, body, { secret });
+      verifyWebhook({ 'webhook-id': id, 'webhook-timestamp': String(at), 'webhook-signature': signature }, body, { secret, clock: () => at * 1000 });
       return 'ok';
     } catch (error) {
       if (!(error instanceof WebhookVerificationError)) throw error;
