@@ -137,7 +137,9 @@ describe('verifyWebhook is strict: one spelling per signature, strong secrets on
     expect(verdict(`v1, ${mac}`)).toBe('bad-signature');
   });
 
-  const base64Of = (bytes: number) => randomBytes(bytes).toString('base64');
+  // Random key bytes whose base64 starts with `+` (0xfb): never all hex digits, whatever follows.
+  const keyOf = (bytes: number) => Buffer.concat([Buffer.from([0xfb]), randomBytes(bytes - 1)]);
+  const base64Of = (bytes: number) => keyOf(bytes).toString('base64');
   const refusal = (value: unknown) => {
     try {
       webhookKeys(value as never);
@@ -163,13 +165,14 @@ describe('verifyWebhook is strict: one spelling per signature, strong secrets on
   });
 
   it('refuses a secret that is not standard base64 instead of decoding garbage, saying what form is expected', () => {
-    const key = randomBytes(32);
+    // Its base64 starts with `++++////`: the base64url spelling surely differs, and no case is all hex.
+    const key = Buffer.concat([Buffer.from('fbefbeffffff', 'hex'), randomBytes(26)]);
     const cases: Array<[string, string, RegExp]> = [
       ['hex', 'whsec_' + key.toString('hex'), /looks like hex.*Buffer\.from\(hex, 'hex'\)/],
       ['upper-case hex', key.toString('hex').toUpperCase(), /looks like hex/],
       ['base64url', 'whsec_' + key.toString('base64url'), /base64url/],
       ['missing padding', 'whsec_' + key.toString('base64').replace(/=+$/, ''), /not canonical base64/],
-      ['extra padding', 'whsec_' + randomBytes(24).toString('base64') + '==', /not canonical base64/],
+      ['extra padding', 'whsec_' + base64Of(24) + '==', /not canonical base64/],
       ['a trailing line feed', 'whsec_' + key.toString('base64') + '\n', /whitespace/],
       ['a space inside', 'whsec_' + key.toString('base64').replace(/^(.{10})/, '$1 '), /whitespace/],
       ['other characters', 'whsec_' + key.toString('base64').replace(/^./, '*'), /outside base64/],
