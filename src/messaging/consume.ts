@@ -1,4 +1,5 @@
 import { IdemkitError, InvalidOptionError } from '../core/errors.js';
+import { internalScope } from '../core/namespaces.js';
 import type { Clock, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { durationOption, rejectUnknown } from '../core/validate.js';
 import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
@@ -98,7 +99,7 @@ export async function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlE
   const clock = clockOption(options.clock);
   if (options.store !== undefined) {
     if (options.db !== undefined) throw new InvalidOptionError('store', 'give either `db` or `store`, not both');
-    return consumeWithStore(options, consumer, messageId, retentionMs, handler as () => Promise<T>);
+    return consumeWithStore(options, consumer, messageId, retentionMs, clock, handler as () => Promise<T>);
   }
   const db = executorOption(options.db);
   const table = tableOption(options.table);
@@ -147,21 +148,42 @@ function isDeadlock(error: unknown): boolean {
   return e?.code === 'ER_LOCK_DEADLOCK' || e?.errno === 1213 || e?.code === '40P01';
 }
 
-const DONE: StoredResponse = { status: 200, headers: [], body: null, bodyOmitted: false };
-// One constant fingerprint: a message id has no payload to compare.
+// An empty body, not `null`: `null` means "omitted" (bodyOmitted), and a store may refuse the
+// mix when it reads the record back (the MySQL store did: every duplicate failed as corrupt).
+const DONE: StoredResponse = { status: 200, headers: [], body: new Uint8Array(0), bodyOmitted: false };
+// One constant fingerprint: a message id has no payload to compare. An HTTP request's fingerprint
+// is a SHA-256 in hex, so it can never be this value.
 const FINGERPRINT = 'idemkit:message';
+
+/**
+ * Where a consumer's records live in a shared store: idemkit's reserved namespace, which no HTTP
+ * scope can name (src/core/namespaces.ts), so a tenant can neither block nor replay an event.
+ */
+export function messageScope(consumer: string): string {
+  return internalScope('message', consumer);
+}
+
+/**
+ * The scope versions before issue 14 used. An HTTP tenant may use the same text, so records there
+ * are only read, and only believed when they carry consumeOnce's fingerprint (see `earlierRecord`).
+ * Once every record written under it is past its retention window, the read finds nothing.
+ */
+export function legacyMessageScope(consumer: string): string {
+  return `message:${consumer}`;
+}
 
 async function consumeWithStore<T>(
   options: StoreConsumeOptions,
   consumer: string,
   messageId: string,
   retentionMs: number,
+  clock: Clock,
   handler: () => Promise<T>,
 ): Promise<StoreConsumeResult<T>> {
   const store = options.store;
   if (!store || typeof store.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
   const leaseMs = durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
-  const ref: RecordRef = { scope: `message:${consumer}`, key: messageId };
+  const ref: RecordRef = { scope: messageScope(consumer), key: messageId };
   const claim = await store.claim(ref, FINGERPRINT, { leaseMs, windowMs: retentionMs });
   switch (claim.kind) {
     case 'completed':
@@ -169,10 +191,23 @@ async function consumeWithStore<T>(
     case 'in_flight':
       return { status: 'in_flight', retryAfterMs: claim.retryAfterMs };
     case 'mismatch':
-      throw new IdemkitError('ERR_IDEMKIT_MESSAGE_SCOPE_CLASH', `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} was written by something else than consumeOnce`);
+      throw new IdemkitError(
+        'ERR_IDEMKIT_MESSAGE_SCOPE_CLASH',
+        `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} in idemkit's reserved namespace was written by something else than consumeOnce`,
+      );
     case 'acquired':
       break;
   }
+  let earlier: Awaited<ReturnType<typeof earlierRecord>>;
+  try {
+    earlier = await earlierRecord(store, consumer, messageId, clock);
+    if (earlier?.status === 'duplicate') await store.complete(ref, claim.token, DONE);
+  } catch (error) {
+    await store.release(ref, claim.token).catch(() => undefined);
+    throw error;
+  }
+  if (earlier?.status === 'in_flight') await store.release(ref, claim.token).catch(() => undefined);
+  if (earlier) return earlier;
   let value: T;
   try {
     value = await handler();
@@ -183,4 +218,27 @@ async function consumeWithStore<T>(
   }
   await store.complete(ref, claim.token, DONE);
   return { status: 'processed', value };
+}
+
+/**
+ * What a version before issue 14 recorded for the message under the legacy scope: processed
+ * (a duplicate now), still held by a live lease (in flight, e.g. an old instance during a rolling
+ * deploy), or nothing. A record there without consumeOnce's fingerprint is an HTTP tenant's and
+ * is ignored. The lease is compared with `clock`, the consumer's clock, since the record's
+ * `leaseUntil` is on the store's: skew between the two moves the moment the lease counts as
+ * over, nothing else.
+ */
+async function earlierRecord(
+  store: IdempotencyStore,
+  consumer: string,
+  messageId: string,
+  clock: Clock,
+): Promise<{ readonly status: 'duplicate' } | { readonly status: 'in_flight'; readonly retryAfterMs: number } | undefined> {
+  const record = await store.get({ scope: legacyMessageScope(consumer), key: messageId });
+  const now = clock();
+  // A record past its window is one the claim would also treat as absent (not yet reaped).
+  if (record === undefined || record.fingerprint !== FINGERPRINT || record.expiresAt <= now) return undefined;
+  if (record.state === 'completed') return { status: 'duplicate' };
+  const leaseLeftMs = record.leaseUntil - now;
+  return leaseLeftMs > 0 ? { status: 'in_flight', retryAfterMs: leaseLeftMs } : undefined;
 }

@@ -11,7 +11,7 @@ export { amqpConsumeOnce, amqpMessageId } from './amqp.js';
 export type { AmqpChannel, AmqpConsumeOptions, AmqpConsumer, AmqpIdOptions, AmqpMessage } from './amqp.js';
 export { NATS_MSG_ID, natsConsumeOnce, natsMessageId, natsPublishOnce } from './nats.js';
 export type { NatsConsumeOptions, NatsConsumer, NatsIdOptions, NatsJsMessage, NatsPubAck, NatsPublisher } from './nats.js';
-export { DEFAULT_TOLERANCE_SEC, signWebhook, verifyWebhook } from './webhook-verify.js';
+export { DEFAULT_TOLERANCE_SEC, MIN_SECRET_BYTES, signWebhook, verifyWebhook } from './webhook-verify.js';
 export type { HeadersLike, VerifiedWebhook, VerifyOptions, WebhookSecret } from './webhook-verify.js';
 export { webhookExpress, webhookFastify, webhookHandler, webhookReceiver } from './webhook.js';
 export type {

@@ -34,23 +34,76 @@ export interface VerifiedWebhook {
   readonly timestamp: number;
 }
 
-/** Decodes the secrets once; a malformed secret is refused naming the option. */
+/**
+ * Fewest key bytes a secret may have. The specification asks senders for 24 to 64 random bytes;
+ * 16 (128 bits, the strength of AES-128 and the usual floor for symmetric keys) still accepts a
+ * sender that issues 128-bit keys, while a short or hand-typed secret, which an attacker could
+ * search, is refused.
+ */
+export const MIN_SECRET_BYTES = 16;
+
+/** HMAC-SHA256 is 32 bytes; its base64 is 43 characters and one `=`. */
+const MAC_BYTES = 32;
+const MAC_BASE64_LENGTH = 44;
+
+const FORM = '`whsec_` followed by standard base64 (A–Z a–z 0–9 + /, padded with = to a multiple of 4)';
+
+/**
+ * Decodes the secrets once; a malformed or weak secret is refused naming the option. The error
+ * never quotes the secret: error messages end up in logs.
+ */
 export function webhookKeys(secret: VerifyOptions['secret']): Buffer[] {
   const list = Array.isArray(secret) ? (secret as readonly WebhookSecret[]) : [secret as WebhookSecret];
   if (list.length === 0) throw new InvalidOptionError('secret', 'expected at least one secret');
   return list.map((entry, index) => {
     const name = list.length > 1 ? `secret[${index}]` : 'secret';
-    if (entry instanceof Uint8Array) {
-      if (entry.byteLength === 0) throw new InvalidOptionError(name, 'the key is empty');
-      return Buffer.from(entry);
+    let key: Buffer;
+    if (entry instanceof Uint8Array) key = Buffer.from(entry);
+    else if (typeof entry === 'string') key = decodeSecret(name, entry);
+    else throw new InvalidOptionError(name, `expected ${FORM}, or the key bytes as a Uint8Array`);
+    if (key.byteLength < MIN_SECRET_BYTES) {
+      throw new InvalidOptionError(
+        name,
+        `the key is ${key.byteLength} byte(s); at least ${MIN_SECRET_BYTES} random bytes are required (Standard Webhooks secrets are 24 to 64 bytes)`,
+      );
     }
-    if (typeof entry !== 'string') throw new InvalidOptionError(name, 'expected `whsec_<base64>` or the key bytes');
-    const encoded = entry.startsWith('whsec_') ? entry.slice('whsec_'.length) : entry;
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) throw new InvalidOptionError(name, 'expected `whsec_` followed by base64');
-    const key = Buffer.from(encoded, 'base64');
-    if (key.byteLength === 0) throw new InvalidOptionError(name, 'the key is empty');
     return key;
   });
+}
+
+function decodeSecret(name: string, text: string): Buffer {
+  const encoded = text.startsWith('whsec_') ? text.slice('whsec_'.length) : text;
+  if (encoded.length === 0) throw new InvalidOptionError(name, `the key is empty; expected ${FORM}`);
+  if (/\s/.test(encoded)) throw new InvalidOptionError(name, `contains whitespace (a line break from an env file?); expected ${FORM}`);
+  if (/[-_]/.test(encoded) && /^[A-Za-z0-9_-]+=*$/.test(encoded)) {
+    throw new InvalidOptionError(name, `is base64url (- or _), not standard base64; expected ${FORM}`);
+  }
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) throw new InvalidOptionError(name, `contains characters outside base64; expected ${FORM}`);
+  // Hex digits are base64 characters too, so a hex secret would decode into different key bytes
+  // and every signature would fail. Base64 of 16+ random bytes is all hex digits of one case with
+  // a probability below 10^-13, so such a text is taken for hex and refused.
+  if (/^(?:[0-9a-f]+|[0-9A-F]+)$/.test(encoded)) {
+    throw new InvalidOptionError(
+      name,
+      `looks like hex, not base64; expected ${FORM}. If your sender signs with the bytes the hex stands for, pass them: Buffer.from(hex, 'hex')`,
+    );
+  }
+  const key = Buffer.from(encoded, 'base64');
+  // Only canonical base64 re-encodes to itself: this refuses missing or extra padding and
+  // non-zero trailing bits, which a lenient decoder would accept and silently drop.
+  if (key.toString('base64') !== encoded) throw new InvalidOptionError(name, `is not canonical base64 (padding missing or extra); expected ${FORM}`);
+  return key;
+}
+
+/**
+ * The MAC in a `v1,` entry, or undefined unless it is exactly the standard, padded base64 of 32
+ * bytes. Anything else (junk appended, base64url, missing or extra padding, whitespace, a
+ * truncated or longer value) never matches: one signature has one accepted spelling.
+ */
+function decodeMac(text: string): Buffer | undefined {
+  if (text.length !== MAC_BASE64_LENGTH) return undefined;
+  const mac = Buffer.from(text, 'base64');
+  return mac.byteLength === MAC_BYTES && mac.toString('base64') === text ? mac : undefined;
 }
 
 function header(headers: HeadersLike, name: string): string | undefined {
@@ -99,9 +152,13 @@ export function verifyWithKeys(headers: HeadersLike, body: Uint8Array | string, 
   for (const entry of signatures.split(' ')) {
     const comma = entry.indexOf(',');
     if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
-    const given = Buffer.from(entry.slice(comma + 1), 'base64');
-    // timingSafeEqual needs equal lengths; the length of an HMAC is public.
-    for (const mac of expected) if (given.byteLength === mac.byteLength && timingSafeEqual(given, mac)) return { id, timestamp };
+    const given = decodeMac(entry.slice(comma + 1));
+    if (given === undefined) continue;
+    // Both are 32 bytes; the comparison takes the same time wherever they differ.
+    for (const mac of expected) if (timingSafeEqual(given, mac)) return { id, timestamp };
   }
-  throw new WebhookVerificationError('bad-signature', 'No `v1` entry of `webhook-signature` matches the body and secret');
+  throw new WebhookVerificationError(
+    'bad-signature',
+    'No `v1` entry of `webhook-signature` is a signature of the body with the secret (exactly 44 characters of standard base64)',
+  );
 }

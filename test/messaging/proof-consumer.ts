@@ -4,7 +4,10 @@
  * itself with SIGKILL at an env-configured point, so the proofs crash it mid-stream:
  *   CRASH_PHASE=handler  inside the handler, after the effect's writes, before the commit;
  *   CRASH_PHASE=ack      after the commit, before the broker ack (the redelivery must be a duplicate);
- * at the CRASH_AT-th handler call / ack of this process. SIGTERM stops gracefully and prints stats.
+ * at the CRASH_AT-th handler call / ack of this process. With HOLD_AT=n, a handler that starts after
+ * this process has processed n messages waits forever: the proofs kill such a process from outside,
+ * and however slow the machine is, it cannot work through the queue before that kill lands.
+ * SIGTERM stops gracefully and prints stats.
  * Prints `ready`, `ok` per processed message, `dup <id>` per duplicate skipped.
  */
 import amqp from 'amqplib';
@@ -25,6 +28,7 @@ const env = (name: string) => {
 };
 const phase = process.env.CRASH_PHASE ?? 'none';
 const crashAt = Number(process.env.CRASH_AT ?? 0);
+const holdAt = Number(process.env.HOLD_AT ?? 0);
 const effects = env('EFFECTS');
 const counters = env('COUNTERS');
 const options = { table: env('PROCESSED'), consumer: env('CONSUMER'), onDuplicate: (id: string) => console.log(`dup ${id}`) };
@@ -35,7 +39,12 @@ const db = sqlExecutor(pool);
 
 let calls = 0;
 let acks = 0;
+let processed = 0;
 const die = () => process.kill(process.pid, 'SIGKILL');
+/** Past HOLD_AT, never returns: the handler (and its open transaction) waits for the external kill. */
+async function holdPastLimit(): Promise<void> {
+  if (holdAt > 0 && processed >= holdAt) await new Promise<never>(() => {});
+}
 
 async function effect(tx: SqlExecutor | undefined, id: string) {
   await tx!.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
@@ -66,7 +75,9 @@ if (env('BROKER') === 'amqp') {
     cancel: (tag) => channel.cancel(tag),
   };
   const consumer = await amqpConsumeOnce(wrapped, env('QUEUE'), { db, ...options }, async (message, tx) => {
+    await holdPastLimit();
     await effect(tx, String(message.properties.messageId));
+    processed++;
     console.log('ok');
   });
   console.log('ready');
@@ -99,7 +110,9 @@ if (env('BROKER') === 'amqp') {
     }
   }
   const running = natsConsumeOnce(withCrashPoint(), { db, ...options }, async (message, tx) => {
+    await holdPastLimit();
     await effect(tx, message.id);
+    processed++;
     console.log('ok');
   });
   console.log('ready');

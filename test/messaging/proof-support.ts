@@ -93,7 +93,11 @@ export function plan(count: number): { copies: Map<string, number>; deliveries: 
   return { copies, deliveries };
 }
 
-/** The crash schedule both proofs run before the final, crash-free consumer. */
+/**
+ * The crash schedule both proofs run before the final, crash-free consumer: a SIGKILL the process
+ * sends itself at its `at`-th handler call or ack, or one from outside once it has processed
+ * `external` messages (it holds still there, HOLD_AT, so the schedule never runs out of messages).
+ */
 export const CRASHES: ReadonlyArray<{ phase: 'handler' | 'ack'; at: number } | { external: number }> = [
   { phase: 'handler', at: 120 },
   { phase: 'ack', at: 120 },

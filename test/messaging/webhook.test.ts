@@ -7,7 +7,9 @@ import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
-import { migrateProcessed, signWebhook, verifyWebhook, webhookExpress, webhookFastify, webhookHandler, WebhookVerificationError } from '../../src/messaging/index.js';
+import { migrateProcessed, MIN_SECRET_BYTES, signWebhook, verifyWebhook, webhookExpress, webhookFastify, webhookHandler, WebhookVerificationError } from '../../src/messaging/index.js';
+import { webhookKeys } from '../../src/messaging/webhook-verify.js';
+import { memoryStore } from '../../src/stores/memory.js';
 import type { FastifyLikeInstance, WebhookEvent, WebhookOptions } from '../../src/messaging/index.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import type { TestDatabase } from './databases.js';
@@ -40,30 +42,37 @@ describe('verifyWebhook (Standard Webhooks)', () => {
 
   it('refuses bad signatures, stale or future timestamps and missing headers, with a reason', () => {
     const body = '{"a":1}';
+    // One instant for signing and verifying: a second that ticks over between the two must not
+    // move a timestamp across the tolerance or away from the one that was signed.
+    const now = nowSec();
+    const sign = (id: string, b: string, o: { at?: number; key?: string; signature?: string } = {}) => signed(id, b, { at: now, ...o });
     const reason = (headers: Record<string, string>, b = body, extra: Partial<Parameters<typeof verifyWebhook>[2]> = {}) => {
       try {
-        verifyWebhook(new Headers(headers), b, { secret, ...extra });
+        verifyWebhook(new Headers(headers), b, { secret, clock: () => now * 1000, ...extra });
         return 'ok';
       } catch (error) {
         expect(error).toBeInstanceOf(WebhookVerificationError);
         return (error as WebhookVerificationError).reason;
       }
     };
-    expect(reason(signed('e1', body))).toBe('ok');
-    expect(reason(signed('e1', body), '{"a":2}')).toBe('bad-signature');
-    expect(reason(signed('e1', body, { key: 'whsec_' + randomBytes(24).toString('base64') }))).toBe('bad-signature');
-    expect(reason({ ...signed('e1', body), 'webhook-id': 'e2' })).toBe('bad-signature');
-    expect(reason(signed('e1', body, { at: nowSec() - 301 }))).toBe('stale-timestamp');
-    expect(reason(signed('e1', body, { at: nowSec() + 301 }))).toBe('stale-timestamp');
-    expect(reason(signed('e1', body, { at: nowSec() - 200 }))).toBe('ok');
-    expect(reason(signed('e1', body, { at: nowSec() - 200 }), body, { toleranceSec: 60 })).toBe('stale-timestamp');
-    expect(reason({ ...signed('e1', body), 'webhook-timestamp': '12.5' })).toBe('bad-timestamp');
-    const { 'webhook-signature': _drop, ...unsigned } = signed('e1', body);
+    expect(reason(sign('e1', body))).toBe('ok');
+    expect(reason(sign('e1', body), '{"a":2}')).toBe('bad-signature');
+    expect(reason(sign('e1', body, { key: 'whsec_' + randomBytes(24).toString('base64') }))).toBe('bad-signature');
+    expect(reason({ ...sign('e1', body), 'webhook-id': 'e2' })).toBe('bad-signature');
+    expect(reason(sign('e1', body, { at: now - 301 }))).toBe('stale-timestamp');
+    expect(reason(sign('e1', body, { at: now + 301 }))).toBe('stale-timestamp');
+    // The tolerance itself is inside, both ways.
+    expect(reason(sign('e1', body, { at: now - 300 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now + 300 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now - 200 }))).toBe('ok');
+    expect(reason(sign('e1', body, { at: now - 200 }), body, { toleranceSec: 60 })).toBe('stale-timestamp');
+    expect(reason({ ...sign('e1', body), 'webhook-timestamp': '12.5' })).toBe('bad-timestamp');
+    const { 'webhook-signature': _drop, ...unsigned } = sign('e1', body);
     expect(reason(unsigned)).toBe('missing-headers');
     // Only `v1` entries count; several entries may be sent (rotation on the sender's side).
-    const good = signWebhook(secret, 'e1', nowSec(), body).slice(3);
-    expect(reason(signed('e1', body, { signature: `v1a,${good}` }))).toBe('bad-signature');
-    expect(reason(signed('e1', body, { signature: `v1,${randomBytes(32).toString('base64')} v1,${good}` }))).toBe('ok');
+    const good = signWebhook(secret, 'e1', now, body).slice(3);
+    expect(reason(sign('e1', body, { signature: `v1a,${good}` }))).toBe('bad-signature');
+    expect(reason(sign('e1', body, { signature: `v1,${randomBytes(32).toString('base64')} v1,${good}` }))).toBe('ok');
   });
 
   it('accepts any of several secrets during a rotation; refuses malformed secrets naming the option', () => {
@@ -74,6 +83,116 @@ describe('verifyWebhook (Standard Webhooks)', () => {
     expect(() => verifyWebhook(headers, 'x', { secret: 'whsec_not base64!' })).toThrow(InvalidOptionError);
     expect(() => verifyWebhook(headers, 'x', { secret: [] })).toThrow(/`secret`/);
     expect(() => verifyWebhook(headers, 'x', { secret, toleranceSec: 0 })).toThrow(/`toleranceSec`/);
+  });
+});
+
+describe('verifyWebhook is strict: one spelling per signature, strong secrets only (issue 14, item 13)', () => {
+  const body = '{"amount":5}';
+  const at = nowSec();
+  /** A signature whose base64 holds both `+` and `/`, so its base64url form differs in two characters. */
+  function signedWithBothAlphabets(): { id: string; mac: string } {
+    for (let i = 0; ; i++) {
+      const mac = signWebhook(secret, `evt_${i}`, at, body).slice('v1,'.length);
+      if (mac.includes('+') && mac.includes('/')) return { id: `evt_${i}`, mac };
+    }
+  }
+  const { id, mac } = signedWithBothAlphabets();
+  const verdict = (signature: string) => {
+    try {
+      verifyWebhook({ 'webhook-id': id, 'webhook-timestamp': String(at), 'webhook-signature': signature }, body, { secret, clock: () => at * 1000 });
+      return 'ok';
+    } catch (error) {
+      if (!(error instanceof WebhookVerificationError)) throw error;
+      return error.reason;
+    }
+  };
+
+  it('accepts the exact signature', () => {
+    expect(mac).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    expect(verdict(`v1,${mac}`)).toBe('ok');
+  });
+
+  it.each([
+    ['junk appended after the padding', `${mac}AAAA`],
+    ['junk appended after the padding, itself padded', `${mac}QQ==`],
+    ['base64url alphabet', mac.replaceAll('+', '-').replaceAll('/', '_')],
+    ['base64url without padding', mac.replaceAll('+', '-').replaceAll('/', '_').slice(0, -1)],
+    ['missing padding', mac.slice(0, -1)],
+    ['extra padding', `${mac}=`],
+    ['extra padding, twice', `${mac}==`],
+    ['non-zero bits in the last character (another spelling of the same bytes)', `${mac.slice(0, 42)}${String.fromCharCode(mac.charCodeAt(42) + 1)}=`],
+    ['truncated by one byte', Buffer.from(mac, 'base64').subarray(0, 31).toString('base64')],
+    ['one byte longer', Buffer.concat([Buffer.from(mac, 'base64'), Buffer.from([0])]).toString('base64')],
+    ['a tab inside', `${mac.slice(0, 20)}\t${mac.slice(20)}`],
+    ['a line feed inside', `${mac.slice(0, 20)}\n${mac.slice(20)}`],
+    ['a trailing tab', `${mac}\t`],
+  ])('refuses a valid signature with %s', (_what, malleated) => {
+    expect(malleated).not.toBe(mac);
+    expect(verdict(`v1,${malleated}`)).toBe('bad-signature');
+    // Still refused when a wrong but well-formed entry comes first (every entry is judged alone).
+    expect(verdict(`v1,${randomBytes(32).toString('base64')} v1,${malleated}`)).toBe('bad-signature');
+  });
+
+  it('refuses a space between `v1,` and the signature', () => {
+    expect(verdict(`v1, ${mac}`)).toBe('bad-signature');
+  });
+
+  // Random key bytes whose base64 starts with `+` (0xfb): never all hex digits, whatever follows.
+  const keyOf = (bytes: number) => Buffer.concat([Buffer.from([0xfb]), randomBytes(bytes - 1)]);
+  const base64Of = (bytes: number) => keyOf(bytes).toString('base64');
+  const refusal = (value: unknown) => {
+    try {
+      webhookKeys(value as never);
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidOptionError);
+      return error as InvalidOptionError;
+    }
+    throw new Error('the secret was accepted');
+  };
+
+  it('refuses weak secrets, naming the option and the floor', () => {
+    for (const weak of ['whsec_' + base64Of(1), 'whsec_' + base64Of(15), base64Of(8), new Uint8Array(1), new Uint8Array(15)]) {
+      const error = refusal(weak);
+      expect(error.option).toBe('secret');
+      expect(error.message).toMatch(/at least 16 random bytes/);
+    }
+    expect(refusal('whsec_').message).toMatch(/empty/);
+    expect(refusal(new Uint8Array(0)).message).toMatch(/0 byte/);
+    // The floor itself, and the specification's sizes, are accepted.
+    for (const bytes of [16, 24, 32, 64]) expect(webhookKeys('whsec_' + base64Of(bytes))[0]).toHaveLength(bytes);
+    expect(webhookKeys(new Uint8Array(16))[0]).toHaveLength(16);
+    expect(MIN_SECRET_BYTES).toBe(16);
+  });
+
+  it('refuses a secret that is not standard base64 instead of decoding garbage, saying what form is expected', () => {
+    // Its base64 starts with `++++////`: the base64url spelling surely differs, and no case is all hex.
+    const key = Buffer.concat([Buffer.from('fbefbeffffff', 'hex'), randomBytes(26)]);
+    const cases: Array<[string, string, RegExp]> = [
+      ['hex', 'whsec_' + key.toString('hex'), /looks like hex.*Buffer\.from\(hex, 'hex'\)/],
+      ['upper-case hex', key.toString('hex').toUpperCase(), /looks like hex/],
+      ['base64url', 'whsec_' + key.toString('base64url'), /base64url/],
+      ['missing padding', 'whsec_' + key.toString('base64').replace(/=+$/, ''), /not canonical base64/],
+      ['extra padding', 'whsec_' + base64Of(24) + '==', /not canonical base64/],
+      ['a trailing line feed', 'whsec_' + key.toString('base64') + '\n', /whitespace/],
+      ['a space inside', 'whsec_' + key.toString('base64').replace(/^(.{10})/, '$1 '), /whitespace/],
+      ['other characters', 'whsec_' + key.toString('base64').replace(/^./, '*'), /outside base64/],
+    ];
+    for (const [what, text, message] of cases) {
+      const error = refusal(text);
+      expect(error.option, what).toBe('secret');
+      expect(error.message, what).toMatch(message);
+      expect(error.message, what).toMatch(/`whsec_` followed by standard base64/);
+      // The secret itself never appears in the error (errors end up in logs).
+      expect(error.message, what).not.toContain(text.slice(6, 30));
+    }
+    // In a rotation list, the entry is named by its position.
+    expect(refusal([secret, 'whsec_' + key.toString('hex')]).option).toBe('secret[1]');
+  });
+
+  it('refuses a weak or malformed secret when a receiver is built, before any request', () => {
+    const options = { store: memoryStore(), consumer: 'strict', onEvent: () => undefined };
+    expect(() => webhookHandler({ ...options, secret: 'whsec_' + base64Of(1) })).toThrow(/`secret`.*at least 16/);
+    expect(() => webhookHandler({ ...options, secret: 'whsec_' + randomBytes(32).toString('hex') })).toThrow(/`secret`.*hex/);
   });
 });
 

@@ -20,6 +20,7 @@ import { STARTED, definePhases, foreignKeyFor } from '../../src/patterns/phases.
 import { memoryStore } from '../../src/stores/memory.js';
 import type { SqliteStore } from '../../src/stores/sqlite.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import { manualClock } from '../stores/manual-clock.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-phases-unit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -133,11 +134,15 @@ describe('phases through an adapter (Hono, SQLite)', () => {
   let file: string;
   let foreignCalls: string[];
   let failForeign: number;
+  // The store's clock, moved by hand: a lease runs out when a test says so, and "the lease was
+  // given back" is an exact comparison, not one against a wall clock that moves under load.
+  let clock: ReturnType<typeof manualClock>;
 
   beforeEach(() => {
     file = join(dir, `unit-${Math.random().toString(36).slice(2)}.db`);
     db = new Database(file);
-    store = sqliteStore({ database: db });
+    clock = manualClock(Date.now());
+    store = sqliteStore({ database: db, clock: clock.now });
     db.exec('CREATE TABLE orders (key TEXT NOT NULL, charge TEXT)');
     foreignCalls = [];
     failForeign = 0;
@@ -197,7 +202,8 @@ describe('phases through an adapter (Hono, SQLite)', () => {
     expect(failed.status).toBe(500);
     const record = await store.get({ scope: 't', key: 'k2' });
     expect(record).toMatchObject({ state: 'in_flight', recoveryPoint: 'order_created' });
-    expect(record!.leaseUntil).toBeLessThanOrEqual(Date.now());
+    // Given back: over now on the store's clock (held, it would end a 60 s lease from now).
+    expect(record!.leaseUntil).toBeLessThanOrEqual(clock.now());
     const retry = await post('k2');
     expect(retry.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBeNull();
@@ -237,7 +243,7 @@ describe('phases through an adapter (Hono, SQLite)', () => {
     expect(orders('k6')).toEqual([]);
     const record = await store.get({ scope: 't', key: 'k6' });
     expect(record?.state).toBe('in_flight');
-    expect(record!.leaseUntil).toBeLessThanOrEqual(Date.now());
+    expect(record!.leaseUntil).toBeLessThanOrEqual(clock.now());
     // Not stored, and the lease is free: the next attempt runs (and the store is not stuck behind an open transaction).
     expect((await post()).status).toBe(503);
   });
@@ -247,8 +253,8 @@ describe('phases through an adapter (Hono, SQLite)', () => {
     const stale = await store.claim(ref, 'fp', { leaseMs: 20, windowMs: 60_000 });
     if (stale.kind !== 'acquired') throw new Error(stale.kind);
     await store.checkpoint(ref, stale.token, STARTED, { phases: 'checkout', input: { amount: 5 }, data: {} });
-    // Wait for the lease to run out (a fact read from the store), then take over.
-    for (let r = await store.get(ref); r!.leaseUntil > Date.now(); r = await store.get(ref)) await new Promise((res) => setTimeout(res, 5));
+    // The lease runs out on the store's clock; then take over.
+    await clock.advance(20);
     const owner = await store.claim(ref, 'fp', { leaseMs: 60_000, windowMs: 60_000 });
     expect(owner).toMatchObject({ kind: 'acquired', takeover: true, resumeFrom: STARTED });
     const old = hostFor(store, ref, { ...stale, resumeFrom: STARTED, recoveryData: { phases: 'checkout', input: { amount: 5 }, data: {} } });
@@ -273,9 +279,8 @@ describe('phases through an adapter (Hono, SQLite)', () => {
     const ours = await abandon('c1', (host) => phases().run(host, { amount: 9 })); // died in the foreign phase
     const bare = await abandon('c2'); // died before recording its input
     const other = await abandon('c3', (host) => definePhases('refund').phase('x', () => { throw new Error('died'); }).run(host, {}));
-    for (const ref of [ours, bare, other]) {
-      for (let r = await store.get(ref); r!.leaseUntil > Date.now(); r = await store.get(ref)) await new Promise((res) => setTimeout(res, 5));
-    }
+    // Their leases run out on the store's clock: the three are abandoned.
+    await clock.advance(20);
     const run = completer({ store, phases: phases(), response: (result) => ({ status: 201, body: result }), leaseMs: 5_000 });
     const report = await run.runOnce();
     expect(report.completed).toEqual([ours]);
