@@ -20,6 +20,7 @@ import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
+import { isReservedScope } from './namespaces.js';
 import { fenceHandle } from './tx-fence.js';
 
 /** The request facts the engine needs, read by the adapter. */
@@ -132,6 +133,11 @@ export class IdempotencyEngine<Req = unknown> {
     // tenants would share records): such a scope is refused before anything is claimed.
     if (!scope.isWellFormed()) {
       return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)') };
+    }
+    // Scopes starting with U+001F hold idemkit's own records (consume-once messages): no request
+    // may address them, whatever its tenant id is.
+    if (isReservedScope(scope)) {
+      return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned a scope that starts with U+001F, which idemkit reserves for its own records') };
     }
     const ref: RecordRef = { scope, key };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });

@@ -24,3 +24,4 @@ export type {
   TransactionalStore,
 } from './store.js';
 export { integerOption, booleanOption, durationOption, MAX_TIMER_MS } from './validate.js';
+export { RESERVED_SCOPE_MARK, isReservedScope } from './namespaces.js';

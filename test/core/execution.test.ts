@@ -168,8 +168,8 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
   });
 });
 
-describe('a scope that cannot be stored as text', () => {
-  it.each([['\uD800'], ['tenant-\uDC00'], ['\uDC00\uD800']])('answers 400 invalid-scope for %j and claims nothing', async (scope) => {
+describe('a scope that cannot be stored as text, or that is reserved for idemkit\'s own records', () => {
+  it.each([['\uD800'], ['tenant-\uDC00'], ['\uDC00\uD800'], ['\u001fidemkit:message:stripe']])('answers 400 invalid-scope for %j and claims nothing', async (scope) => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     const engine = new IdempotencyEngine({ store, scope: () => scope });
     const admission = await engine.admit({}, 'k', facts);
