@@ -12,6 +12,7 @@ import { listenServer } from './apps/listen.js';
 import { until } from '../support/until.js';
 import type { HarnessOptions, TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
+import { twoOnOneConnection } from './wire.js';
 
 interface Answer {
   status: number;
@@ -416,6 +417,42 @@ describe.each([
     const [first, again] = await twice(app, '/late-error');
     expect([first.status, first.text]).toEqual([200, '{"ok":true}']);
     expect([again.status, again.text]).toEqual([200, '{"ok":true}']);
+  });
+
+  it('answers only what an error middleware sends after a partial body, framed right on a keep-alive connection', async () => {
+    const app = await serve((a) => {
+      a.post('/partial', (_req, res, next) => {
+        executions++;
+        res.type('text/plain').write('half an answer');
+        next(new Error('the upstream went away'));
+      });
+      a.use((_error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.status(502).json({ error: 'upstream' });
+      });
+    });
+    const request = { method: 'POST', path: '/partial', headers: { authorization: 'Bearer tenant', 'idempotency-key': randomUUID() } };
+    const [first, retry] = await twoOnOneConnection(app.url, request, request);
+    expect([first.status, first.body.toString()]).toEqual([502, '{"error":"upstream"}']);
+    expect([retry.status, retry.body.toString(), retry.headers['idempotent-replayed']]).toEqual([502, '{"error":"upstream"}', 'true']);
+    expect(executions).toBe(1);
+  });
+
+  it('keeps a partial body in front of what an error path only appends (no new status or headers)', async () => {
+    const app = await serve((a) => {
+      a.post('/partial', (_req, res, next) => {
+        executions++;
+        res.type('text/plain').write('half an answer, ');
+        next(new Error('boom'));
+      });
+      a.use((_error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.end('then an apology');
+      });
+    });
+    const request = { method: 'POST', path: '/partial', headers: { authorization: 'Bearer tenant', 'idempotency-key': randomUUID() } };
+    const [first, retry] = await twoOnOneConnection(app.url, request, request);
+    expect([first.status, first.body.toString()]).toEqual([200, 'half an answer, then an apology']);
+    expect([retry.status, retry.body.toString(), retry.headers['idempotent-replayed']]).toEqual([200, 'half an answer, then an apology', 'true']);
+    expect(executions).toBe(1);
   });
 
   it('answers 413 to a chunked upload past maxBodyBytes, and runs nothing', async () => {

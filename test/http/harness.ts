@@ -16,9 +16,22 @@
  *   - `POST /empty`: executions++; 204 without a body;
  *   - `POST /text`: executions++; 200 `text/plain; charset=utf-8` with `echo:<request body text>`;
  *   - `POST /discard`: calls the context's `discard()` and answers 400 `{ error: 'invalid' }` (no executions++);
- *   - `POST /tx?fail=throw|500`: executions++; inserts `(key)` into table `effects` through the
- *     context's `tx` (a better-sqlite3 Database); then throws, answers 500, or answers 201 `{ ok: true }`;
- *   - `GET /charges` and `PUT /charges`: executions++; 200 JSON `{ n: executions }`.
+ *   - `POST /tx?fail=throw|throw-value|500`: executions++; inserts `(key)` into table `effects` through the
+ *     context's `tx` (a better-sqlite3 Database); then throws an Error, throws the string `'boom'`,
+ *     answers 500, or answers 201 `{ ok: true }`;
+ *   - `GET /charges` and `PUT /charges`: executions++; 200 JSON `{ n: executions }`;
+ *   - `POST /orders/:id/cancel`: a body-less endpoint; executions++; 201 JSON
+ *     `{ order: id, status: 'cancelled', n: executions }`;
+ *   - `POST /throw-value/:kind`: executions++; throws `THROWN_VALUES[kind]`, a value that is not an
+ *     `Error` (`'boom'`, `undefined`, `null`, `{}`), from the route itself (synchronously where the
+ *     framework runs routes synchronously: Express 4 ignores a route's promise);
+ *   - `POST /partial`: executions++; starts a `text/plain` body with `PARTIAL_CHUNK`, then fails in
+ *     the framework's own idiom: Express `res.write(PARTIAL_CHUNK)` then throws; Fastify sends a
+ *     stream that yields `PARTIAL_CHUNK` then errors; Web and Hono return a `Response` whose body
+ *     stream does the same.
+ *
+ * An app also says, in `TestApp.quirks`, where its framework's own rules give another answer
+ * than the matrix expects of the others.
  */
 import type { IdempotencyOptions } from '../../src/core/options.js';
 
@@ -30,7 +43,22 @@ export interface TestApp {
   /** Base URL, e.g. http://127.0.0.1:PORT */
   readonly url: string;
   close(): Promise<void>;
+  readonly quirks?: FrameworkQuirks;
 }
+
+export interface FrameworkQuirks {
+  /**
+   * A route that throws `undefined` or `null` calls `next()` with it, which Express reads as "no
+   * error, go on to the next route": the answer is the framework's 404, not a 500.
+   */
+  readonly falsyThrowIsNext?: boolean;
+}
+
+/** What `POST /throw-value/:kind` throws. */
+export const THROWN_VALUES: Readonly<Record<string, unknown>> = { string: 'boom', undefined, null: null, object: {} };
+
+/** The start of the body `POST /partial` writes before it fails. */
+export const PARTIAL_CHUNK = 'partial body, then a failure ';
 
 /** Options for the adapter; the app adds `scope` from the bearer token itself. */
 export type HarnessOptions = Omit<IdempotencyOptions<never>, 'scope'>;
@@ -53,4 +81,16 @@ export function bearerToken(authorization: string | null | undefined): string | 
 export function delayMs(value: string | null | undefined): Promise<void> | undefined {
   const ms = Number(value ?? 0);
   return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined;
+}
+
+/** A body stream that yields `chunk`, then fails on the next read. */
+export function failingBody(chunk: string): ReadableStream<Uint8Array> {
+  let sent = false;
+  return new ReadableStream({
+    pull(controller) {
+      if (sent) return controller.error(new Error('boom'));
+      sent = true;
+      controller.enqueue(new TextEncoder().encode(chunk));
+    },
+  });
 }

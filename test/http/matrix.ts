@@ -11,7 +11,8 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from './harness.js';
-import { binaryPattern } from './harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, binaryPattern } from './harness.js';
+import { twoOnOneConnection } from './wire.js';
 
 interface Sent {
   status: number;
@@ -425,6 +426,104 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(effects(k)).toBe(1);
         expect(all.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null)).toHaveLength(1);
         for (const r of all) expect([201, 409]).toContain(r.status);
+      });
+    });
+
+    // --- adapters (issue 14: 5, 6, 7)
+    describe('adapters: body-less requests, non-Error throws, a body that fails part-way', () => {
+      it.each([
+        ['POST', '/orders/o-1/cancel', 201],
+        ['POST', '/empty', 204],
+        ['PATCH', '/charges', 201],
+      ] as const)('runs a keyed %s %s without a body once (%i) and replays it to the retry', async (method, path, status) => {
+        const k = key();
+        const first = await send(app, path, { method, key: k });
+        expect(first.status).toBe(status);
+        const again = await send(app, path, { method, key: k });
+        expect(again.status).toBe(status);
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.bytes).toEqual(first.bytes);
+        expect(state.executions).toBe(1);
+      });
+
+      it('runs a keyed POST whose empty body comes chunked (no Content-Length) once, and replays it', async () => {
+        const k = key();
+        const cancel = () =>
+          fetch(`${app.url}/orders/o-2/cancel`, {
+            method: 'POST',
+            headers: { authorization: 'Bearer tenant-a', 'idempotency-key': k },
+            body: new ReadableStream({ start: (controller) => controller.close() }),
+            duplex: 'half',
+          } as RequestInit);
+        const first = await cancel();
+        expect(first.status).toBe(201);
+        const firstText = await first.text();
+        const again = await cancel();
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(await again.text()).toBe(firstText);
+        expect(state.executions).toBe(1);
+      });
+
+      it.each(Object.keys(THROWN_VALUES))('stores the answer to a thrown non-Error value (%s) and replays it; the handler runs once', async (kind) => {
+        const k = key();
+        const first = await send(app, `/throw-value/${kind}`, { key: k });
+        // Express reads `throw undefined` / `throw null` in a route as next(): its own 404.
+        const passedOn = app.quirks?.falsyThrowIsNext === true && !THROWN_VALUES[kind];
+        expect(first.status).toBe(passedOn ? 404 : 500);
+        const again = await send(app, `/throw-value/${kind}`, { key: k });
+        expect(again.status).toBe(first.status);
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.bytes).toEqual(first.bytes);
+        expect(state.executions).toBe(1);
+        expect((await store.get({ scope: 'tenant-a', key: k }))?.state).toBe('completed');
+      });
+
+      it('answers a body that fails part-way with one 500, framed as sent on a keep-alive connection, stored as sent and replayed byte for byte', async () => {
+        const k = key();
+        const request = { method: 'POST', path: '/partial', headers: { authorization: 'Bearer tenant-a', 'idempotency-key': k } };
+        // Both requests go on one connection: bytes the first answer sent beyond its declared
+        // length would sit where the second answer starts, and twoOnOneConnection rejects.
+        const [first, retry] = await twoOnOneConnection(app.url, request, request);
+        expect(first.status).toBe(500);
+        // The failed answer is replaced whole: none of its partial body goes out with the 500.
+        expect(first.body.toString('latin1')).not.toContain(PARTIAL_CHUNK);
+        expect(first.headers['idempotent-replayed']).toBeUndefined();
+        expect(retry.status).toBe(500);
+        expect(retry.headers['idempotent-replayed']).toBe('true');
+        expect(retry.body).toEqual(first.body);
+        expect(state.executions).toBe(1);
+        const record = await store.get({ scope: 'tenant-a', key: k });
+        expect(record?.state).toBe('completed');
+        expect(record?.response?.status).toBe(500);
+        expect(Buffer.from(record!.response!.body!)).toEqual(first.body);
+      });
+
+      describe('transactional mode (SQLite)', () => {
+        let dir: string;
+        let db: Database.Database;
+        let txApp: TestApp;
+        let txStore: ReturnType<typeof sqliteStore>;
+        beforeAll(async () => {
+          dir = mkdtempSync(join(tmpdir(), 'idemkit-matrix-adapters-'));
+          db = new Database(join(dir, 'tx.db'));
+          txStore = sqliteStore({ database: db });
+          db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
+          txApp = await start({ transactional: true }, txStore);
+        });
+        afterAll(() => {
+          db.close();
+          rmSync(dir, { recursive: true, force: true });
+        });
+
+        it('rolls back and releases the key when the handler throws a non-Error value, as for an Error', async () => {
+          const k = key();
+          expect((await send(txApp, '/tx?fail=throw-value', { key: k })).status).toBe(500);
+          expect((db.prepare('SELECT count(*) AS n FROM effects WHERE key = ?').get(k) as { n: number }).n).toBe(0);
+          expect(await txStore.get({ scope: 'tenant-a', key: k })).toBeUndefined();
+          const retry = await send(txApp, '/tx?fail=throw-value', { key: k });
+          expect(retry.headers.get('idempotent-replayed')).toBeNull();
+          expect(state.executions).toBe(2);
+        });
       });
     });
   });
