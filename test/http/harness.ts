@@ -7,7 +7,8 @@
  *   answers 401 `{"error":"unauthorized"}`; the idempotency `scope` is `<token>`;
  * - mounts the adapter with the given options (plus that scope hook);
  * - serves these routes:
- *   - `POST /charges` and `PATCH /charges` (same handler): executions++; waits `x-delay-ms` ms if that header is set; answers 201 JSON
+ *   - `POST /charges` and `PATCH /charges` (same handler): executions++; waits `x-delay-ms` ms if that header is set,
+ *     and for `AppState.hold` if `x-hold` is set; answers 201 JSON
  *     `{ id: randomUUID(), n: executions, body }` (body parsed when JSON, else the text), with
  *     headers `location: /charges/<id>`, `set-cookie: session=secret`, `x-request-id: <random>`;
  *   - `POST /status/:code`: executions++; answers `code` with JSON `{ error: 'status <code>', n }`;
@@ -37,6 +38,8 @@ import type { IdempotencyOptions } from '../../src/core/options.js';
 
 export interface AppState {
   executions: number;
+  /** What a request sent with `x-hold` waits for before it answers: a gate the test opens. */
+  hold?: Promise<void>;
 }
 
 export interface TestApp {
@@ -76,6 +79,11 @@ export function binaryPattern(size: number): Uint8Array<ArrayBuffer> {
 export function bearerToken(authorization: string | null | undefined): string | undefined {
   const match = /^Bearer ([^\s]+)$/.exec(authorization ?? '');
   return match?.[1];
+}
+
+/** The wait `x-hold` asks for: `state.hold` when the header is set. */
+export function held(state: AppState, header: string | null | undefined): Promise<void> | undefined {
+  return header ? state.hold : undefined;
 }
 
 export function delayMs(value: string | null | undefined): Promise<void> | undefined {

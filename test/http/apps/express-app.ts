@@ -6,7 +6,7 @@ import express from 'express';
 import untypedExpress4 from 'express4';
 import { idempotency } from '../../../src/http/express.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held } from '../harness.js';
 import { listenServer } from './listen.js';
 
 /** Express 4 typed as Express 5: the routes below use only what both have in common. */
@@ -34,6 +34,7 @@ async function createApp(lib: typeof express, options: HarnessOptions, state: Ap
   const charge: express.RequestHandler = async (req, res) => {
     state.executions++;
     await delayMs(req.get('x-delay-ms'));
+    await held(state, req.get('x-hold'));
     const body: unknown = Buffer.isBuffer(req.body) ? req.body.toString('utf8') : req.body;
     const id = randomUUID();
     res.status(201).set({ location: `/charges/${id}`, 'set-cookie': 'session=secret', 'x-request-id': randomUUID() });

@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyContext } from '../../../src/http/fastify.js';
 import { idempotency } from '../../../src/http/fastify.js';
 import type { AppFactory } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held } from '../harness.js';
 
 export const createFastifyApp: AppFactory = async (options, state) => {
   const app = Fastify();
@@ -24,6 +24,7 @@ export const createFastifyApp: AppFactory = async (options, state) => {
   const charge = async (request: FastifyRequest, reply: FastifyReply) => {
     state.executions++;
     await delayMs(request.headers['x-delay-ms'] as string | undefined);
+    await held(state, request.headers['x-hold'] as string | undefined);
     const body = Buffer.isBuffer(request.body) ? request.body.toString() : request.body;
     const id = randomUUID();
     reply.code(201).header('location', `/charges/${id}`).header('set-cookie', 'session=secret').header('x-request-id', randomUUID());

@@ -4,7 +4,7 @@ import { Hono } from 'hono';
 import type { IdempotencyVariables } from '../../../src/http/hono.js';
 import { idempotency } from '../../../src/http/hono.js';
 import type { AppFactory } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, failingBody } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createHonoApp: AppFactory = async (options, state) => {
@@ -24,6 +24,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
   app.on(['POST', 'PATCH'], '/charges', async (c) => {
     state.executions++;
     await delayMs(c.req.header('x-delay-ms'));
+    await held(state, c.req.header('x-hold'));
     const body = c.req.header('content-type')?.includes('json') ? await c.req.json() : await c.req.text();
     const id = randomUUID();
     c.header('location', `/charges/${id}`);

@@ -3,7 +3,7 @@ import type { Database } from 'better-sqlite3';
 import type { IdempotencyContext } from '../../../src/http/web.js';
 import { withIdempotency } from '../../../src/http/web.js';
 import type { AppFactory } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, failingBody } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createWebApp: AppFactory = async (options, state) => {
@@ -26,6 +26,7 @@ export const createWebApp: AppFactory = async (options, state) => {
     state.executions++;
     if (path === '/charges') {
       await delayMs(request.headers.get('x-delay-ms'));
+      await held(state, request.headers.get('x-hold'));
       const text = await request.text();
       const body = request.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text;
       const id = randomUUID();
