@@ -485,11 +485,11 @@ export function describeMatrix(name: string, factory: AppFactory): void {
 
       it.each(Object.keys(THROWN_VALUES))('stores the answer to a thrown non-Error value (%s) and replays it; the handler runs once', async (kind) => {
         const k = key();
-        const first = await send(app, `/throw-value/${kind}`, { key: k });
+        const first = await send(app, `/throw-value/${kind}`, { key: k, body: {} });
         // Express reads `throw undefined` / `throw null` in a route as next(): its own 404.
         const passedOn = app.quirks?.falsyThrowIsNext === true && !THROWN_VALUES[kind];
         expect(first.status).toBe(passedOn ? 404 : 500);
-        const again = await send(app, `/throw-value/${kind}`, { key: k });
+        const again = await send(app, `/throw-value/${kind}`, { key: k, body: {} });
         expect(again.status).toBe(first.status);
         expect(again.headers.get('idempotent-replayed')).toBe('true');
         expect(again.bytes).toEqual(first.bytes);
@@ -536,10 +536,10 @@ export function describeMatrix(name: string, factory: AppFactory): void {
 
         it('rolls back and releases the key when the handler throws a non-Error value, as for an Error', async () => {
           const k = key();
-          expect((await send(txApp, '/tx?fail=throw-value', { key: k })).status).toBe(500);
+          expect((await send(txApp, '/tx?fail=throw-value', { key: k, body: {} })).status).toBe(500);
           expect((db.prepare('SELECT count(*) AS n FROM effects WHERE key = ?').get(k) as { n: number }).n).toBe(0);
           expect(await txStore.get({ scope: 'tenant-a', key: k })).toBeUndefined();
-          const retry = await send(txApp, '/tx?fail=throw-value', { key: k });
+          const retry = await send(txApp, '/tx?fail=throw-value', { key: k, body: {} });
           expect(retry.headers.get('idempotent-replayed')).toBeNull();
           expect(state.executions).toBe(2);
         });
