@@ -6,6 +6,9 @@ import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 const charges = withIdempotency(
   async (request, ctx) => {
+    // The middleware passes methods it does not cover (GET, HEAD, …) through, so the handler
+    // answers them as a route table would: this route takes POST only.
+    if (request.method !== 'POST') return new Response(null, { status: 405, headers: { allow: 'POST' } });
     const fields = await request.json().catch(() => undefined);
     if (typeof fields !== 'object' || fields === null) {
       ctx?.discard(); // nothing happened: the key may be reused with a corrected body

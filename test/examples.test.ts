@@ -73,6 +73,15 @@ describe.each(examples.flatMap((name) => ['sqlite', ...Object.keys(storeUrls)].m
     expect(alice.id).not.toBe(bob.id);
   });
 
+  it.runIf(name === 'web')('answers a GET (which the middleware passes through) with 405 and Allow: POST, as a route would', async () => {
+    for (const key of [undefined, randomUUID()]) {
+      const get = await fetch(`${url}/charges`, { headers: { authorization: 'Bearer alice', ...(key ? { 'idempotency-key': key } : {}) } });
+      expect(get.status).toBe(405);
+      expect(get.headers.get('allow')).toBe('POST');
+      expect(get.headers.get('idempotent-replayed')).toBeNull();
+    }
+  });
+
   it('does not store a rejected body: the key is reusable after a 400', async () => {
     const key = randomUUID();
     expect((await post(url, key, 'not json')).status).toBe(400);

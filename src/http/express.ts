@@ -176,6 +176,13 @@ interface Exchange {
   readonly chunks: Buffer[];
   /** running: collecting; finishing: the record is being written; done: writes go to the socket. */
   state: 'running' | 'finishing' | 'done';
+  /** The status and headers the held chunks were written under (see `heldUnder`). */
+  head?: Head;
+}
+
+interface Head {
+  readonly status: number;
+  readonly headers: OutgoingHttpHeaders;
 }
 
 const METHODS = ['writeHead', 'write', 'end', 'flushHeaders'] as const;
@@ -204,7 +211,11 @@ function capturingMethods(originals: Methods): Methods {
       const exchange = exchanges.get(this);
       if (exchange === undefined || exchange.state === 'done') return originals.write.apply(this, args);
       const [chunk, encoding, callback] = args;
-      if (exchange.state === 'running') exchange.chunks.push(toBuffer(chunk, encoding));
+      if (exchange.state === 'running') {
+        const buffer = toBuffer(chunk, encoding);
+        if (!heldUnder(this, exchange)) exchange.head = { status: this.statusCode, headers: this.getHeaders() };
+        exchange.chunks.push(buffer);
+      }
       const cb = typeof encoding === 'function' ? encoding : callback;
       if (typeof cb === 'function') process.nextTick(cb as () => void);
       return true;
@@ -217,6 +228,7 @@ function capturingMethods(originals: Methods): Methods {
       if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding];
       const execution = exchange.execution;
       if (exchange.state !== 'running' || execution === undefined) return this;
+      heldUnder(this, exchange);
       if (chunk !== undefined && chunk !== null) exchange.chunks.push(toBuffer(chunk, encoding));
       exchange.state = 'finishing';
       void deliver(this, exchange, execution, callback as (() => void) | undefined);
@@ -227,6 +239,25 @@ function capturingMethods(originals: Methods): Methods {
       if (exchange === undefined || exchange.state === 'done') originals.flushHeaders.call(this);
     },
   };
+}
+
+/**
+ * Whether the chunks held so far still belong to the answer being written. On a plain Node response
+ * the first write sends the status and headers, and nothing can change them afterwards (setHeader
+ * throws ERR_HTTP_HEADERS_SENT; Express's error handler, seeing `headersSent`, destroys the
+ * connection). Here nothing has been sent, so whoever changes the status or headers after a partial
+ * body (Express's error handler after a throw, an error middleware's `res.status(500).json(…)`)
+ * starts a new answer: the chunks written under the old head are dropped, so that the body sent and
+ * stored is the new answer alone and matches the Content-Length it declares. Returns false when
+ * nothing is held (or what was held was just dropped).
+ */
+function heldUnder(res: ServerResponse, exchange: Exchange): boolean {
+  const head = exchange.head;
+  if (head === undefined) return false;
+  if (res.statusCode === head.status && sameHeaders(res.getHeaders(), head.headers)) return true;
+  exchange.chunks.length = 0;
+  exchange.head = undefined;
+  return false;
 }
 
 /**

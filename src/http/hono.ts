@@ -4,7 +4,7 @@ import { BodyTooLargeError } from '../core/errors.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { toStoredResponse } from '../core/response.js';
-import { asProblem, pathWithQuery, problemResponse, readLimited, rebuildResponse, replayResponse } from './fetch-common.js';
+import { asProblem, handlerErrorResponse, pathWithQuery, problemResponse, readLimited, rebuildResponse, replayResponse } from './fetch-common.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
@@ -55,17 +55,28 @@ export function idempotency<Tx = unknown>(
     }
     const { execution } = admission;
     c.set('idempotency', execution.context as IdempotencyContext<Tx>);
-    // Hono's compose turns a thrown handler error into c.error plus the onError response.
+    let response: Response;
+    let bytes: Uint8Array;
+    let threw: boolean;
     try {
       await next();
+      response = c.res;
+      bytes = new Uint8Array(await response.arrayBuffer());
+      // Hono's compose turns a thrown Error into c.error plus the onError response.
+      threw = c.error !== undefined;
     } catch (error) {
-      await execution.abort();
-      throw error;
+      // What Hono does not route to its error handler arrives here, after the handler started: a
+      // thrown value that is not an Error (a string, undefined, {}), an error handler that threw,
+      // or a body stream that failed while it was read. Releasing the claim would let the retry run
+      // the handler again; like the web adapter, answer a 500 and store it (in transactional mode
+      // `threw` rolls back and releases, as for an Error).
+      engine.options.onError(error);
+      threw = true;
+      response = handlerErrorResponse();
+      bytes = new Uint8Array(await response.arrayBuffer());
     }
-    const response = c.res;
-    const bytes = new Uint8Array(await response.arrayBuffer());
     const stored = toStoredResponse(response.status, response.headers, bytes, replayHeaders);
-    const replacement = await execution.finish(stored, c.error !== undefined);
+    const replacement = await execution.finish(stored, threw);
     c.res = undefined;
     c.res = replacement ? problemResponse(replacement) : rebuildResponse(response, bytes);
   };
@@ -79,6 +90,9 @@ async function readBody(c: Context, limit: number): Promise<Uint8Array> {
     return cached;
   }
   const body = await readLimited(c.req.raw, limit);
-  c.req.raw = new Request(c.req.raw, { body: body.byteLength > 0 ? (body as Uint8Array<ArrayBuffer>) : null });
+  // Put the bytes back for the handler. A request without a body stream has nothing to put back;
+  // one with a body, even an empty one, gets its bytes (the fetch spec refuses `body: null` on a
+  // copy of a request whose body was read).
+  if (c.req.raw.body !== null) c.req.raw = new Request(c.req.raw, { body: body as Uint8Array<ArrayBuffer> });
   return body;
 }

@@ -43,7 +43,10 @@ export function withIdempotency<Tx = unknown>(
     } catch (error) {
       return asProblem(error);
     }
-    const replayable = new Request(request, { body: body.byteLength > 0 ? (body as Uint8Array<ArrayBuffer>) : null });
+    // The handler gets the bytes read here. A request that came without a body stream has nothing
+    // to put back; one that came with a body, even an empty one (Content-Length: 0), gets its bytes
+    // back as they were: the fetch spec refuses `body: null` on a copy of a request whose body was read.
+    const replayable = request.body === null ? request : new Request(request, { body: body as Uint8Array<ArrayBuffer> });
     const facts = { method: request.method, path: pathWithQuery(request.url), contentType: request.headers.get('content-type'), body };
     let admission;
     try {

@@ -12,6 +12,7 @@ import { listenServer } from './apps/listen.js';
 import { until } from '../support/until.js';
 import type { HarnessOptions, TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
+import { twoOnOneConnection } from './wire.js';
 
 interface Answer {
   status: number;
@@ -19,7 +20,6 @@ interface Answer {
   headers: Headers;
   bytes: Uint8Array;
   text: string;
-  receivedAt: number;
 }
 
 interface Send {
@@ -36,9 +36,8 @@ async function post(app: TestApp, path: string, init: Send = {}): Promise<Answer
   const body = init.body ?? '';
   const duplex = body instanceof ReadableStream ? { duplex: 'half' } : {};
   const res = await fetch(app.url + path, { method: 'POST', headers, body, signal: init.signal, ...duplex });
-  const receivedAt = Date.now();
   const bytes = new Uint8Array(await res.arrayBuffer());
-  return { status: res.status, statusText: res.statusText, headers: res.headers, bytes, text: new TextDecoder().decode(bytes), receivedAt };
+  return { status: res.status, statusText: res.statusText, headers: res.headers, bytes, text: new TextDecoder().decode(bytes) };
 }
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), type: 'application/json' });
@@ -229,8 +228,9 @@ describe.each([
   });
 
   it('holds the response back until the record is written', async () => {
-    let completedAt = 0;
-    const slow = slowStore(150, () => (completedAt = Date.now()));
+    // Ordered by events, not timestamps: the store's completion, then the client's answer.
+    const events: string[] = [];
+    const slow = slowStore(150, () => events.push('stored'));
     const app = await serve(
       (a) =>
         a.post('/slow', (_req, res) => {
@@ -240,10 +240,12 @@ describe.each([
         }),
       { store: slow },
     );
-    const first = await post(app, '/slow', { key: randomUUID() });
-    expect(first.text).toBe('partial done');
-    expect(completedAt).toBeGreaterThan(0);
-    expect(first.receivedAt).toBeGreaterThanOrEqual(completedAt);
+    const answer = post(app, '/slow', { key: randomUUID() }).then((first) => {
+      events.push('answered');
+      return first;
+    });
+    expect((await answer).text).toBe('partial done');
+    expect(events).toEqual(['stored', 'answered']);
   });
 
   it('lets a body parser mounted after it skip the body it already read, without hanging', async () => {
@@ -416,6 +418,42 @@ describe.each([
     const [first, again] = await twice(app, '/late-error');
     expect([first.status, first.text]).toEqual([200, '{"ok":true}']);
     expect([again.status, again.text]).toEqual([200, '{"ok":true}']);
+  });
+
+  it('answers only what an error middleware sends after a partial body, framed right on a keep-alive connection', async () => {
+    const app = await serve((a) => {
+      a.post('/partial', (_req, res, next) => {
+        executions++;
+        res.type('text/plain').write('half an answer');
+        next(new Error('the upstream went away'));
+      });
+      a.use((_error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.status(502).json({ error: 'upstream' });
+      });
+    });
+    const request = { method: 'POST', path: '/partial', headers: { authorization: 'Bearer tenant', 'idempotency-key': randomUUID() } };
+    const [first, retry] = await twoOnOneConnection(app.url, request, request);
+    expect([first.status, first.body.toString()]).toEqual([502, '{"error":"upstream"}']);
+    expect([retry.status, retry.body.toString(), retry.headers['idempotent-replayed']]).toEqual([502, '{"error":"upstream"}', 'true']);
+    expect(executions).toBe(1);
+  });
+
+  it('keeps a partial body in front of what an error path only appends (no new status or headers)', async () => {
+    const app = await serve((a) => {
+      a.post('/partial', (_req, res, next) => {
+        executions++;
+        res.type('text/plain').write('half an answer, ');
+        next(new Error('boom'));
+      });
+      a.use((_error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.end('then an apology');
+      });
+    });
+    const request = { method: 'POST', path: '/partial', headers: { authorization: 'Bearer tenant', 'idempotency-key': randomUUID() } };
+    const [first, retry] = await twoOnOneConnection(app.url, request, request);
+    expect([first.status, first.body.toString()]).toEqual([200, 'half an answer, then an apology']);
+    expect([retry.status, retry.body.toString(), retry.headers['idempotent-replayed']]).toEqual([200, 'half an answer, then an apology', 'true']);
+    expect(executions).toBe(1);
   });
 
   it('answers 413 to a chunked upload past maxBodyBytes, and runs nothing', async () => {

@@ -7,7 +7,8 @@
  *   answers 401 `{"error":"unauthorized"}`; the idempotency `scope` is `<token>`;
  * - mounts the adapter with the given options (plus that scope hook);
  * - serves these routes:
- *   - `POST /charges` and `PATCH /charges` (same handler): executions++; waits `x-delay-ms` ms if that header is set; answers 201 JSON
+ *   - `POST /charges` and `PATCH /charges` (same handler): executions++; waits `x-delay-ms` ms if that header is set,
+ *     and for `AppState.hold` if `x-hold` is set; answers 201 JSON
  *     `{ id: randomUUID(), n: executions, body }` (body parsed when JSON, else the text), with
  *     headers `location: /charges/<id>`, `set-cookie: session=secret`, `x-request-id: <random>`;
  *   - `POST /status/:code`: executions++; answers `code` with JSON `{ error: 'status <code>', n }`;
@@ -16,24 +17,54 @@
  *   - `POST /empty`: executions++; 204 without a body;
  *   - `POST /text`: executions++; 200 `text/plain; charset=utf-8` with `echo:<request body text>`;
  *   - `POST /discard`: calls the context's `discard()` and answers 400 `{ error: 'invalid' }` (no executions++);
- *   - `POST /tx?fail=throw|500`: executions++; inserts `(key)` into table `effects` through the
- *     context's `tx` (a better-sqlite3 Database); then throws, answers 500, or answers 201 `{ ok: true }`;
+ *   - `POST /tx?fail=throw|throw-value|500`: executions++; inserts `(key)` into table `effects` through the
+ *     context's `tx` (a better-sqlite3 Database); then throws an Error, throws the string `'boom'`,
+ *     answers 500, or answers 201 `{ ok: true }`;
  *   - `POST /tx-slow`: executions++; waits `x-delay-ms` ms, then inserts `(key)` into `effects`
  *     through the context's `tx` and answers 201 `{ ok: true }` (a write that may come after a
  *     disconnect, or past `maxExecutionMs`);
- *   - `GET /charges` and `PUT /charges`: executions++; 200 JSON `{ n: executions }`.
+ *   - `GET /charges` and `PUT /charges`: executions++; 200 JSON `{ n: executions }`;
+ *   - `POST /orders/:id/cancel`: a body-less endpoint; executions++; 201 JSON
+ *     `{ order: id, status: 'cancelled', n: executions }`;
+ *   - `POST /throw-value/:kind`: executions++; throws `THROWN_VALUES[kind]`, a value that is not an
+ *     `Error` (`'boom'`, `undefined`, `null`, `{}`), from the route itself (synchronously where the
+ *     framework runs routes synchronously: Express 4 ignores a route's promise);
+ *   - `POST /partial`: executions++; starts a `text/plain` body with `PARTIAL_CHUNK`, then fails in
+ *     the framework's own idiom: Express `res.write(PARTIAL_CHUNK)` then throws; Fastify sends a
+ *     stream that yields `PARTIAL_CHUNK` then errors; Web and Hono return a `Response` whose body
+ *     stream does the same.
+ *
+ * An app also says, in `TestApp.quirks`, where its framework's own rules give another answer
+ * than the matrix expects of the others.
  */
 import type { IdempotencyOptions } from '../../src/core/options.js';
 
 export interface AppState {
   executions: number;
+  /** What a request sent with `x-hold` waits for before it answers: a gate the test opens. */
+  hold?: Promise<void>;
 }
 
 export interface TestApp {
   /** Base URL, e.g. http://127.0.0.1:PORT */
   readonly url: string;
   close(): Promise<void>;
+  readonly quirks?: FrameworkQuirks;
 }
+
+export interface FrameworkQuirks {
+  /**
+   * A route that throws `undefined` or `null` calls `next()` with it, which Express reads as "no
+   * error, go on to the next route": the answer is the framework's 404, not a 500.
+   */
+  readonly falsyThrowIsNext?: boolean;
+}
+
+/** What `POST /throw-value/:kind` throws. */
+export const THROWN_VALUES: Readonly<Record<string, unknown>> = { string: 'boom', undefined, null: null, object: {} };
+
+/** The start of the body `POST /partial` writes before it fails. */
+export const PARTIAL_CHUNK = 'partial body, then a failure ';
 
 /** Options for the adapter; the app adds `scope` from the bearer token itself. */
 export type HarnessOptions = Omit<IdempotencyOptions<never>, 'scope'>;
@@ -53,7 +84,24 @@ export function bearerToken(authorization: string | null | undefined): string | 
   return match?.[1];
 }
 
+/** The wait `x-hold` asks for: `state.hold` when the header is set. */
+export function held(state: AppState, header: string | null | undefined): Promise<void> | undefined {
+  return header ? state.hold : undefined;
+}
+
 export function delayMs(value: string | null | undefined): Promise<void> | undefined {
   const ms = Number(value ?? 0);
   return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined;
+}
+
+/** A body stream that yields `chunk`, then fails on the next read. */
+export function failingBody(chunk: string): ReadableStream<Uint8Array> {
+  let sent = false;
+  return new ReadableStream({
+    pull(controller) {
+      if (sent) return controller.error(new Error('boom'));
+      sent = true;
+      controller.enqueue(new TextEncoder().encode(chunk));
+    },
+  });
 }

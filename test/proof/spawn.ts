@@ -60,19 +60,41 @@ export function work(url: string, key: string, headers: Record<string, string> =
 }
 
 /**
- * `work`, retried with the same key while the answer says "retry" (503: the store fell behind
- * and the handler did not run; 409: the key is in flight), as a well-behaved client does, until
- * it gets the operation's answer. Each wait is a random part of a second (Retry-After may say 30 s
- * for a lease; the proofs need not wait that long). Resolves with the last answer and how many
- * answers of each status were retried.
+ * `work`, retried with the same key while the answer says "retry" (by default 503: the store fell
+ * behind and the handler did not run; 409: the key is in flight), as a well-behaved client does,
+ * until it gets the operation's answer. Each wait is a random part of a second (Retry-After may say
+ * 30 s for a lease; the proofs need not wait that long). There is no cap on attempts: a cap is a
+ * time budget in disguise, and a loaded machine would exhaust it; a key that never gets its answer
+ * fails the test at the test's own timeout. Resolves with the answer and how many answers of each
+ * status (and connections closed under a request, as `closed`) were retried.
  */
-export async function workUntilAnswered(url: string, key: string, attempts = 30): Promise<{ answer: Response; retried: Record<number, number> }> {
-  const retried: Record<number, number> = {};
-  for (let attempt = 1; ; attempt++) {
-    const answer = await work(url, key);
-    if ((answer.status !== 503 && answer.status !== 409) || attempt >= attempts) return { answer, retried };
+export async function workUntilAnswered(
+  url: string,
+  key: string,
+  retryOn: ReadonlyArray<number> = [503, 409],
+): Promise<{ answer: Response; retried: Record<string, number> }> {
+  const retried: Record<string, number> = {};
+  for (;;) {
+    let answer: Response;
+    try {
+      answer = await work(url, key);
+    } catch (error) {
+      // A keep-alive connection that the server closed just as this request went out on it (its
+      // idle timeout, which a busy machine reaches between two requests): nothing was answered, so
+      // the client sends again with the same key, which is what the key is for.
+      if (!closedConnection(error)) throw error;
+      retried.closed = (retried.closed ?? 0) + 1;
+      continue;
+    }
+    if (!retryOn.includes(answer.status)) return { answer, retried };
     retried[answer.status] = (retried[answer.status] ?? 0) + 1;
     await answer.arrayBuffer();
     await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 500));
   }
+}
+
+/** A fetch that failed because the server closed or reset the connection under the request. */
+function closedConnection(error: unknown): boolean {
+  const code = error instanceof TypeError ? (error.cause as { code?: string } | undefined)?.code : undefined;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET';
 }

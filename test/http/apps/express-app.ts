@@ -6,13 +6,13 @@ import express from 'express';
 import untypedExpress4 from 'express4';
 import { idempotency } from '../../../src/http/express.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from '../harness.js';
-import { bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held } from '../harness.js';
 import { listenServer } from './listen.js';
 
 /** Express 4 typed as Express 5: the routes below use only what both have in common. */
 export const express4 = untypedExpress4 as typeof express;
 
-function createApp(lib: typeof express, options: HarnessOptions, state: AppState): Promise<TestApp> {
+async function createApp(lib: typeof express, options: HarnessOptions, state: AppState): Promise<TestApp> {
   const app = lib();
   app.set('env', 'test'); // keeps the default error handler from logging every /throw
   app.use((req, res, next) => {
@@ -34,6 +34,7 @@ function createApp(lib: typeof express, options: HarnessOptions, state: AppState
   const charge: express.RequestHandler = async (req, res) => {
     state.executions++;
     await delayMs(req.get('x-delay-ms'));
+    await held(state, req.get('x-hold'));
     const body: unknown = Buffer.isBuffer(req.body) ? req.body.toString('utf8') : req.body;
     const id = randomUUID();
     res.status(201).set({ location: `/charges/${id}`, 'set-cookie': 'session=secret', 'x-request-id': randomUUID() });
@@ -71,6 +72,7 @@ function createApp(lib: typeof express, options: HarnessOptions, state: AppState
     const ctx = req.idempotency!;
     (ctx.tx as Database).prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     if (req.query.fail === 'throw') throw new Error('boom');
+    if (req.query.fail === 'throw-value') throw THROWN_VALUES.string;
     if (req.query.fail === '500') return void res.status(500).json({ error: 'failed' });
     res.status(201).json({ ok: true });
   });
@@ -85,7 +87,21 @@ function createApp(lib: typeof express, options: HarnessOptions, state: AppState
       })
       .catch(next);
   });
-  return listenServer(createServer(app));
+  app.post('/orders/:id/cancel', (req, res) => {
+    state.executions++;
+    res.status(201).json({ order: req.params.id, status: 'cancelled', n: state.executions });
+  });
+  app.post('/throw-value/:kind', (req) => {
+    state.executions++;
+    throw THROWN_VALUES[req.params.kind!];
+  });
+  app.post('/partial', (_req, res) => {
+    state.executions++;
+    res.type('text/plain');
+    res.write(PARTIAL_CHUNK);
+    throw new Error('boom');
+  });
+  return { ...(await listenServer(createServer(app))), quirks: { falsyThrowIsNext: true } };
 }
 
 export const createExpressApp: AppFactory = async (options, state) => createApp(express, options, state);

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { Database } from 'better-sqlite3';
 import Fastify from 'fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyContext } from '../../../src/http/fastify.js';
 import { idempotency } from '../../../src/http/fastify.js';
 import type { AppFactory } from '../harness.js';
-import { bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held } from '../harness.js';
 
 export const createFastifyApp: AppFactory = async (options, state) => {
   const app = Fastify();
@@ -23,6 +24,7 @@ export const createFastifyApp: AppFactory = async (options, state) => {
   const charge = async (request: FastifyRequest, reply: FastifyReply) => {
     state.executions++;
     await delayMs(request.headers['x-delay-ms'] as string | undefined);
+    await held(state, request.headers['x-hold'] as string | undefined);
     const body = Buffer.isBuffer(request.body) ? request.body.toString() : request.body;
     const id = randomUUID();
     reply.code(201).header('location', `/charges/${id}`).header('set-cookie', 'session=secret').header('x-request-id', randomUUID());
@@ -63,6 +65,7 @@ export const createFastifyApp: AppFactory = async (options, state) => {
     const ctx = request.idempotency as IdempotencyContext<Database>;
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     if (request.query.fail === 'throw') throw new Error('boom');
+    if (request.query.fail === 'throw-value') throw THROWN_VALUES.string;
     if (request.query.fail === '500') return reply.code(500).send({ error: 'failed' });
     return reply.code(201).send({ ok: true });
   });
@@ -73,6 +76,24 @@ export const createFastifyApp: AppFactory = async (options, state) => {
     await delayMs(request.headers['x-delay-ms'] as string | undefined);
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     return reply.code(201).send({ ok: true });
+  });
+  app.post<{ Params: { id: string } }>('/orders/:id/cancel', async (request, reply) => {
+    state.executions++;
+    return reply.code(201).send({ order: request.params.id, status: 'cancelled', n: state.executions });
+  });
+  app.post<{ Params: { kind: string } }>('/throw-value/:kind', async (request) => {
+    state.executions++;
+    throw THROWN_VALUES[request.params.kind];
+  });
+  app.post('/partial', async (_request, reply) => {
+    state.executions++;
+    const body = Readable.from(
+      (async function* () {
+        yield Buffer.from(PARTIAL_CHUNK);
+        throw new Error('boom');
+      })(),
+    );
+    return reply.type('text/plain').send(body);
   });
 
   const url = await app.listen({ port: 0, host: '127.0.0.1' });

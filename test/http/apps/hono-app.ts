@@ -4,7 +4,7 @@ import { Hono } from 'hono';
 import type { IdempotencyVariables } from '../../../src/http/hono.js';
 import { idempotency } from '../../../src/http/hono.js';
 import type { AppFactory } from '../harness.js';
-import { bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createHonoApp: AppFactory = async (options, state) => {
@@ -24,6 +24,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
   app.on(['POST', 'PATCH'], '/charges', async (c) => {
     state.executions++;
     await delayMs(c.req.header('x-delay-ms'));
+    await held(state, c.req.header('x-hold'));
     const body = c.req.header('content-type')?.includes('json') ? await c.req.json() : await c.req.text();
     const id = randomUUID();
     c.header('location', `/charges/${id}`);
@@ -63,6 +64,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     const fail = c.req.query('fail');
     if (fail === 'throw') throw new Error('boom');
+    if (fail === 'throw-value') throw THROWN_VALUES.string;
     if (fail === '500') return c.json({ error: 'failed' }, 500);
     return c.json({ ok: true }, 201);
   });
@@ -72,6 +74,18 @@ export const createHonoApp: AppFactory = async (options, state) => {
     await delayMs(c.req.header('x-delay-ms'));
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     return c.json({ ok: true }, 201);
+  });
+  app.post('/orders/:id/cancel', (c) => {
+    state.executions++;
+    return c.json({ order: c.req.param('id'), status: 'cancelled', n: state.executions }, 201);
+  });
+  app.post('/throw-value/:kind', (c) => {
+    state.executions++;
+    throw THROWN_VALUES[c.req.param('kind')];
+  });
+  app.post('/partial', (c) => {
+    state.executions++;
+    return c.body(failingBody(PARTIAL_CHUNK), 200, { 'content-type': 'text/plain' });
   });
   return listenFetch(app.fetch);
 };

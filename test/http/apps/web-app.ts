@@ -3,7 +3,7 @@ import type { Database } from 'better-sqlite3';
 import type { IdempotencyContext } from '../../../src/http/web.js';
 import { withIdempotency } from '../../../src/http/web.js';
 import type { AppFactory } from '../harness.js';
-import { bearerToken, binaryPattern, delayMs } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createWebApp: AppFactory = async (options, state) => {
@@ -26,6 +26,7 @@ export const createWebApp: AppFactory = async (options, state) => {
     state.executions++;
     if (path === '/charges') {
       await delayMs(request.headers.get('x-delay-ms'));
+      await held(state, request.headers.get('x-hold'));
       const text = await request.text();
       const body = request.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text;
       const id = randomUUID();
@@ -53,6 +54,7 @@ export const createWebApp: AppFactory = async (options, state) => {
       ctx!.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
       const fail = url.searchParams.get('fail');
       if (fail === 'throw') throw new Error('boom');
+      if (fail === 'throw-value') throw THROWN_VALUES.string;
       if (fail === '500') return Response.json({ error: 'failed' }, { status: 500 });
       return Response.json({ ok: true }, { status: 201 });
     }
@@ -61,6 +63,11 @@ export const createWebApp: AppFactory = async (options, state) => {
       ctx!.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
       return Response.json({ ok: true }, { status: 201 });
     }
+    const cancel = /^\/orders\/([^/]+)\/cancel$/.exec(path);
+    if (cancel) return Response.json({ order: cancel[1], status: 'cancelled', n: state.executions }, { status: 201 });
+    const thrown = /^\/throw-value\/([^/]+)$/.exec(path);
+    if (thrown) throw THROWN_VALUES[thrown[1]!];
+    if (path === '/partial') return new Response(failingBody(PARTIAL_CHUNK), { headers: { 'content-type': 'text/plain' } });
     return new Response('not found', { status: 404 });
   }
 
