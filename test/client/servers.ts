@@ -133,3 +133,62 @@ export async function deadUrl(): Promise<string> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}`;
 }
+
+export interface StreamingServer extends TestApp {
+  /** Requests received. */
+  readonly requests: () => number;
+  /** Body bytes the sockets accepted (each write's callback fired), over all requests. */
+  readonly written: () => number;
+  /**
+   * Resolves when the last response ended: `client` when the client closed the connection
+   * first, `cap` when the server reached its safety cap and ended the body itself.
+   */
+  readonly ended: () => Promise<'client' | 'cap'>;
+}
+
+/**
+ * A server whose answer to every request is a body that does not end: 64 KiB chunks written as
+ * fast as the socket takes them, until the client hangs up. A safety cap (64 MiB by default) ends
+ * it, so that a client without a limit fails its test instead of filling the machine's memory.
+ * `length` makes it a body of exactly that many bytes, declared in Content-Length. `first`
+ * answers the first `first` requests with a small 201 instead (a target that answers normally,
+ * then grows).
+ */
+export async function streamingServer(options: { length?: number; first?: number } = {}): Promise<StreamingServer> {
+  const cap = options.length ?? 64 * 1024 * 1024;
+  const chunk = Buffer.alloc(64 * 1024, 'x');
+  let requests = 0;
+  let written = 0;
+  let ended: Promise<'client' | 'cap'> = Promise.resolve('cap');
+  const server = createServer((req, res) => {
+    requests++;
+    req.resume();
+    if (requests <= (options.first ?? 0)) {
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: requests }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/octet-stream', ...(options.length !== undefined ? { 'content-length': String(cap) } : {}) });
+    let sent = 0;
+    ended = new Promise((resolve) => {
+      const pump = (): void => {
+        if (res.destroyed) return;
+        if (sent >= cap) {
+          res.end();
+          return resolve('cap');
+        }
+        const part = chunk.subarray(0, Math.min(chunk.length, cap - sent));
+        sent += part.length;
+        res.write(part, (error) => {
+          if (error) return;
+          written += part.length;
+          pump();
+        });
+      };
+      res.once('close', () => {
+        if (!res.writableFinished) resolve('client');
+      });
+      pump();
+    });
+  });
+  return { ...(await listenServer(server)), requests: () => requests, written: () => written, ended: () => ended };
+}
