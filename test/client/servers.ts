@@ -85,10 +85,11 @@ export interface IdempotentServer extends TestApp {
  */
 export async function idempotentServer(options: {
   dropFirst?: number;
-  handlerDelayMs?: number;
   leaseMs?: number;
   /** Makes the handler throw on its first run (a 500 the middleware stores and replays). */
   throwFirst?: boolean;
+  /** Awaited by the handler before it answers: the test says when a running handler may finish. */
+  hold?: () => Promise<void>;
 } = {}): Promise<IdempotentServer> {
   const seen: Seen[] = [];
   const perKey = new Map<string, number>();
@@ -97,7 +98,7 @@ export async function idempotentServer(options: {
   const handler = withIdempotency(async (request) => {
     effects++;
     if (options.throwFirst && effects === 1) throw new Error('boom');
-    if (options.handlerDelayMs) await new Promise((resolve) => setTimeout(resolve, options.handlerDelayMs));
+    await options.hold?.();
     return Response.json({ charge: effects, body: await request.text() }, { status: 201 });
   }, { store, leaseMs: options.leaseMs ?? 30_000 });
 
