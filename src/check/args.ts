@@ -32,6 +32,7 @@ Request (curl's flags where they overlap):
 Target settings:
       --lease-ms N           the target's configured (short) lease: enables the lease case
       --max-body-bytes N     the target's body limit (default 1048576): the 413 case sends one more byte
+      --max-response-bytes N the largest answer read (default 10485760); a larger one fails its request
 Run:
   -n, --concurrency N        requests in the race (default 100)
       --rounds N             race rounds, each with a new key (default 1)
@@ -68,6 +69,7 @@ export function parseCheckArgs(argv: readonly string[]): CheckCommand {
         'patch-url': { type: 'string' },
         'lease-ms': { type: 'string' },
         'max-body-bytes': { type: 'string' },
+        'max-response-bytes': { type: 'string' },
         concurrency: { type: 'string', short: 'n' },
         rounds: { type: 'string' },
         timeout: { type: 'string' },
@@ -109,6 +111,7 @@ export function parseCheckArgs(argv: readonly string[]): CheckCommand {
   set('patchUrl', v['patch-url']);
   set('leaseMs', integer('--lease-ms', v['lease-ms']));
   set('maxBodyBytes', integer('--max-body-bytes', v['max-body-bytes']));
+  set('maxResponseBytes', integer('--max-response-bytes', v['max-response-bytes']));
   set('concurrency', integer('--concurrency', v.concurrency));
   set('rounds', integer('--rounds', v.rounds));
   set('timeoutMs', duration('--timeout', v.timeout));

@@ -156,7 +156,7 @@ export const CASES: readonly CheckCase[] = [
     async run(ctx) {
       const c = ctx.config;
       const result = await raceCase(
-        { url: c.url, method: c.method, headers: c.headers, body: c.body, keyHeader: c.keyHeader, timeoutMs: c.timeoutMs },
+        { url: c.url, method: c.method, headers: c.headers, body: c.body, keyHeader: c.keyHeader, timeoutMs: c.timeoutMs, maxResponseBytes: c.maxResponseBytes },
         { concurrency: c.concurrency, rounds: c.rounds },
       );
       const statuses = Object.entries(result.statuses).map(([s, n]) => `${s}×${n}`).join(' ');
@@ -165,6 +165,9 @@ export const CASES: readonly CheckCase[] = [
       if (result.doubleExecutions > 0) {
         const worst = Math.max(...result.perRound.map((r) => r.distinctOriginals));
         return fail(`${worst} distinct original responses for one key: the handler ran ${worst} times`, evidence);
+      }
+      if (result.tooLarge > 0) {
+        return fail(`${result.tooLarge} answer(s) were larger than the response limit of ${c.maxResponseBytes} bytes (maxResponseBytes, --max-response-bytes) and were not read to the end`, evidence);
       }
       if (result.hangs > 0) return fail(`${result.hangs} request(s) got no answer within ${c.timeoutMs} ms`, evidence);
       if (result.errors > 0) return fail(`${result.errors} request(s) failed without an HTTP answer (connection reset?)`, evidence);

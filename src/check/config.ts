@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CheckConfigError } from './errors.js';
-import { DEFAULT_BODY } from './race.js';
+import { DEFAULT_BODY, DEFAULT_MAX_RESPONSE_BYTES } from './race.js';
 
 /** What to check and how hard; every field but `url` has a default. Also the shape of a config file. */
 export interface CheckConfig {
@@ -35,6 +35,11 @@ export interface CheckConfig {
   readonly leaseMs?: number;
   /** The target's body limit: the 413 case sends one byte more. @default 1048576 */
   readonly maxBodyBytes?: number;
+  /**
+   * The largest answer body the check reads (each answer is held in memory to compare it). A
+   * request whose answer is larger fails with a message naming this limit. @default 10485760 (10 MiB)
+   */
+  readonly maxResponseBytes?: number;
   /** Fail (not warn) when a PROFILE case fails. @default false */
   readonly strict?: boolean;
   /** Run only these case ids. */
@@ -60,6 +65,7 @@ export interface ResolvedConfig {
   readonly deadlineMs: number;
   readonly leaseMs: number | undefined;
   readonly maxBodyBytes: number;
+  readonly maxResponseBytes: number;
   readonly strict: boolean;
   readonly only: readonly string[] | undefined;
   readonly skip: readonly string[];
@@ -67,7 +73,7 @@ export interface ResolvedConfig {
 
 const KNOWN = [
   'url', 'method', 'headers', 'body', 'otherHeaders', 'errorBody', 'patchUrl', 'keyHeader', 'keyRequired', 'concurrency',
-  'rounds', 'timeoutMs', 'deadlineMs', 'leaseMs', 'maxBodyBytes', 'strict', 'only', 'skip',
+  'rounds', 'timeoutMs', 'deadlineMs', 'leaseMs', 'maxBodyBytes', 'maxResponseBytes', 'strict', 'only', 'skip',
 ];
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
@@ -98,6 +104,7 @@ export function resolveConfig(config: CheckConfig): ResolvedConfig {
     deadlineMs: int('deadlineMs', config.deadlineMs, 120_000, 1, 86_400_000),
     leaseMs: config.leaseMs === undefined ? undefined : int('leaseMs', config.leaseMs, 0, 1, 600_000),
     maxBodyBytes: int('maxBodyBytes', config.maxBodyBytes, 1024 * 1024, 1, 512 * 1024 * 1024),
+    maxResponseBytes: int('maxResponseBytes', config.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 1, 1024 * 1024 * 1024),
     strict: bool('strict', config.strict, false),
     only: config.only === undefined ? undefined : list('only', config.only),
     skip: config.skip === undefined ? [] : list('skip', config.skip),

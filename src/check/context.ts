@@ -45,17 +45,17 @@ export class CheckContext {
   }
 
   send(spec: RequestSpec): Promise<HttpAnswer> {
-    return send(this.request(spec), { timeoutMs: this.config.timeoutMs, agent: this.agent });
+    return send(this.request(spec), { timeoutMs: this.config.timeoutMs, agent: this.agent, maxResponseBytes: this.config.maxResponseBytes });
   }
 
   /** A request held one byte short of complete (its own socket, so it cannot block a later one). */
   open(spec: RequestSpec): HeldRequest {
-    return open(this.request(spec), { timeoutMs: this.config.timeoutMs });
+    return open(this.request(spec), { timeoutMs: this.config.timeoutMs, maxResponseBytes: this.config.maxResponseBytes });
   }
 
   /** Sends a request in one write; `written` resolves when it is on the socket. */
   start(spec: RequestSpec): HeldRequest {
-    return open(this.request(spec), { timeoutMs: this.config.timeoutMs, agent: this.agent, hold: false });
+    return open(this.request(spec), { timeoutMs: this.config.timeoutMs, agent: this.agent, hold: false, maxResponseBytes: this.config.maxResponseBytes });
   }
 
   close(): void {

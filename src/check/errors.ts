@@ -18,9 +18,9 @@ export class TargetUnreachableError extends IdemkitError {
 }
 
 /** Why one request got no HTTP answer. */
-export type RequestFailure = 'refused' | 'timeout' | 'protocol' | 'network';
+export type RequestFailure = 'refused' | 'timeout' | 'protocol' | 'network' | 'too-large';
 
-/** One request got no HTTP answer; `kind` says why. */
+/** One request got no usable HTTP answer; `kind` says why (`too-large`: an answer over `maxResponseBytes`). */
 export class CheckRequestError extends IdemkitError {
   readonly kind: RequestFailure;
 

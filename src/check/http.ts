@@ -29,9 +29,17 @@ export interface SendOptions {
   readonly hold?: boolean;
   /** Send `Expect: 100-continue`; `continued` resolves when the server's 100 arrives. */
   readonly expectContinue?: boolean;
+  /**
+   * The largest answer body read. A larger declared Content-Length fails at once; a body that
+   * grows past it fails as it passes it, and the connection is destroyed so nothing more is read.
+   */
+  readonly maxResponseBytes: number;
 }
 
-/** Sends one request and reads the whole answer, or rejects with a CheckRequestError within timeoutMs. */
+/**
+ * Sends one request and reads the whole answer, or rejects with a CheckRequestError within
+ * timeoutMs (or as soon as the answer is over maxResponseBytes).
+ */
 export async function send(request: HttpRequest, options: SendOptions): Promise<HttpAnswer> {
   const held = open(request, options);
   void held.release();
@@ -120,8 +128,20 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
       answered = true;
       if (!released) early = true;
       resolveWritten();
+      const limit = options.maxResponseBytes;
+      const status = res.statusCode ?? 0;
+      const declared = /^\d+$/.test(res.headers['content-length'] ?? '') ? Number(res.headers['content-length']) : undefined;
+      // A HEAD's Content-Length describes the GET's body: nothing follows it.
+      if (declared !== undefined && declared > limit && request.method !== 'HEAD') {
+        return fail(tooLarge(request, status, limit, `it declares Content-Length ${declared}`));
+      }
       const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limit) return fail(tooLarge(request, status, limit, `reading stopped after ${size} bytes`));
+        chunks.push(chunk);
+      });
       res.on('error', (error: NodeJS.ErrnoException) => fail(classify(error, request)));
       res.on('end', () => {
         clearTimeout(timer);
@@ -176,6 +196,13 @@ export function open(request: HttpRequest, options: SendOptions): HeldRequest {
       return sent;
     },
   };
+}
+
+function tooLarge(request: HttpRequest, status: number, limit: number, what: string): CheckRequestError {
+  return new CheckRequestError(
+    'too-large',
+    `the answer (status ${status}) is larger than the response limit of ${limit} bytes (maxResponseBytes, --max-response-bytes): ${what} (${request.method} ${request.url.href})`,
+  );
 }
 
 function classify(error: NodeJS.ErrnoException, request: HttpRequest): CheckRequestError {

@@ -23,6 +23,8 @@ export interface RaceTarget {
   readonly keyHeader?: string;
   /** Per request, barrier wait included. @default 10000 */
   readonly timeoutMs?: number;
+  /** The largest answer body read; a larger answer counts in `tooLarge`. @default 10485760 (10 MiB) */
+  readonly maxResponseBytes?: number;
 }
 
 export interface RaceOptions {
@@ -41,6 +43,8 @@ export interface RaceRound {
   readonly refused: number;
   readonly hangs: number;
   readonly errors: number;
+  /** Answers over `maxResponseBytes`, not read to the end. */
+  readonly tooLarge: number;
   /** An answer that came before its request was released (the server did not wait for the body). */
   readonly early: number;
   /** Did a request sent after the round replay one of the round's originals? */
@@ -58,6 +62,8 @@ export interface RaceResult {
   readonly hangs: number;
   /** Requests that failed without an HTTP answer (reset, refused). */
   readonly errors: number;
+  /** Answers over `maxResponseBytes` (reading stopped there). */
+  readonly tooLarge: number;
   /** Answers per status code, over all rounds. */
   readonly statuses: Readonly<Record<string, number>>;
   readonly perRound: readonly RaceRound[];
@@ -69,6 +75,8 @@ export interface RaceResult {
 export type Barrier = '100-continue' | 'written';
 
 export const DEFAULT_BODY = '{"amount":100,"currency":"usd"}';
+/** The largest answer the check reads by default: 10 MiB. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 const REFUSED = new Set([409, 429]);
 
 /**
@@ -99,6 +107,7 @@ export async function raceCase(target: RaceTarget, options: RaceOptions = {}): P
     doubleExecutions: perRound.reduce((sum, r) => sum + Math.max(0, r.distinctOriginals - 1), 0),
     hangs: perRound.reduce((sum, r) => sum + r.hangs, 0),
     errors: perRound.reduce((sum, r) => sum + r.errors, 0),
+    tooLarge: perRound.reduce((sum, r) => sum + r.tooLarge, 0),
     statuses,
     perRound,
     barrier: barrier ?? 'written',
@@ -146,13 +155,14 @@ async function raceRound(
   known: Barrier | undefined,
 ): Promise<{ round: RaceRound; barrier: Barrier }> {
   const timeoutMs = target.timeoutMs ?? 10_000;
+  const maxResponseBytes = target.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const request = raceRequest(target, url);
   const key = String(request.headers[target.keyHeader ?? 'Idempotency-Key']);
   // One socket per request (no pooling: a pooled socket would queue a request behind another).
   const agent = new (url.protocol === 'https:' ? https.Agent : http.Agent)({ keepAlive: false, maxSockets: concurrency });
   try {
     const expectContinue = known !== 'written';
-    const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent, expectContinue }));
+    const held = Array.from({ length: concurrency }, () => open(request, { timeoutMs, agent, expectContinue, maxResponseBytes }));
     // The barrier: every request written (or failed) and, where the target answers 100 Continue,
     // every head acknowledged, before any last byte goes out. Each request's timeout bounds this.
     await Promise.all(held.map((h) => h.written));
@@ -163,10 +173,14 @@ async function raceRound(
     const answers: HttpAnswer[] = [];
     let hangs = 0;
     let errors = 0;
+    let tooLarge = 0;
     for (const result of settled) {
       if (result.status === 'fulfilled') {
         answers.push(result.value);
         statuses[result.value.status] = (statuses[result.value.status] ?? 0) + 1;
+      } else if (result.reason instanceof CheckRequestError && result.reason.kind === 'too-large') {
+        tooLarge++;
+        statuses['too-large'] = (statuses['too-large'] ?? 0) + 1;
       } else if (result.reason instanceof CheckRequestError && result.reason.kind === 'timeout') {
         hangs++;
         statuses.timeout = (statuses.timeout ?? 0) + 1;
@@ -182,10 +196,12 @@ async function raceRound(
     let laterReplayMatches: boolean | undefined;
     if (distinct.size > 0) {
       try {
-        const later = await send(request, { timeoutMs });
+        const later = await send(request, { timeoutMs, maxResponseBytes });
         laterReplayMatches = distinct.has(`${later.status} ${later.body}`);
-      } catch {
-        laterReplayMatches = false;
+      } catch (error) {
+        // An answer too large to read is reported as that, not as a replay that does not match.
+        if (error instanceof CheckRequestError && error.kind === 'too-large') tooLarge++;
+        else laterReplayMatches = false;
       }
     }
     const round: RaceRound = {
@@ -195,6 +211,7 @@ async function raceRound(
       refused: answers.length - originals.length,
       hangs,
       errors,
+      tooLarge,
       early: held.filter((h) => h.early).length,
       laterReplayMatches,
       samples: [...distinct.keys()].slice(0, 3).map((s) => (s.length > 160 ? `${s.slice(0, 157)}...` : s)),

@@ -91,6 +91,88 @@ export class HttpStatusError extends IdempotentCallError {
   }
 }
 
+/**
+ * The response body is larger than `maxResponseBytes`: it declared a larger `Content-Length`
+ * (nothing was read), or reading passed the limit and was stopped there (the stream cancelled).
+ * Never retried: the server answered, so the request may have executed. Whether to send it again
+ * follows the rules of the key: with the SAME key (a server that executed it replays the same
+ * oversized answer), never blindly with a new one.
+ */
+export class ResponseTooLargeError extends IdempotentCallError {
+  /** The limit in force (`maxResponseBytes`). */
+  readonly limit: number;
+  /** Body bytes read before reading stopped: 0 when the declared length alone was over the limit. */
+  readonly received: number;
+  /** The response's `Content-Length`, when it declared one. */
+  readonly declared: number | undefined;
+  readonly status: number;
+  readonly url: string;
+
+  constructor(info: CallInfo, detail: { limit: number; received: number; declared: number | undefined; status: number; url: string }) {
+    const what = detail.received === 0 && detail.declared !== undefined
+      ? `it declares Content-Length ${detail.declared}, so nothing was read`
+      : `reading stopped after ${detail.received} bytes`;
+    super(
+      'ERR_IDEMKIT_RESPONSE_TOO_LARGE',
+      `The response to ${detail.url} (status ${detail.status}) is larger than \`maxResponseBytes\` (${detail.limit} bytes): ${what}. ` +
+        `The server answered, so the request may have executed: ${sameKeyAdvice(info.key)}, or raise \`maxResponseBytes\`.`,
+      info,
+    );
+    this.limit = detail.limit;
+    this.received = detail.received;
+    this.declared = detail.declared;
+    this.status = detail.status;
+    this.url = detail.url;
+  }
+}
+
+/**
+ * A redirect to another origin (scheme, host or port), which the client does not follow: the
+ * request's key, body and headers (credentials included) are only ever sent to the origin the
+ * caller named. Not retried. To follow it anyway, call with `redirect: 'manual'`, which returns the
+ * 3xx, and decide yourself what to send where.
+ */
+export class CrossOriginRedirectError extends IdempotentCallError {
+  /** The origin that answered with the redirect. */
+  readonly from: string;
+  /** The origin the redirect points to. */
+  readonly to: string;
+  /** The redirect's target, resolved against the URL that answered. */
+  readonly location: string;
+  readonly status: number;
+
+  constructor(info: CallInfo, detail: { from: string; to: string; location: string; status: number }) {
+    super(
+      'ERR_IDEMKIT_CROSS_ORIGIN_REDIRECT',
+      `${detail.from} answered ${detail.status} with a redirect to another origin, ${detail.to} (${detail.location}); not followed: ` +
+        `the idempotency key, the body and the headers are never sent to another origin. Use \`redirect: 'manual'\` to get the ${detail.status} and follow it yourself.`,
+      info,
+    );
+    this.from = detail.from;
+    this.to = detail.to;
+    this.location = detail.location;
+    this.status = detail.status;
+  }
+}
+
+/** More redirects in one attempt than `maxRedirects` allows (a loop, most likely). Not retried. */
+export class TooManyRedirectsError extends IdempotentCallError {
+  readonly limit: number;
+  /** Where the redirect that was not followed pointed. */
+  readonly location: string;
+
+  constructor(info: CallInfo, detail: { limit: number; location: string }) {
+    super(
+      'ERR_IDEMKIT_TOO_MANY_REDIRECTS',
+      `More than ${detail.limit} redirect(s) (option \`maxRedirects\`); the next one pointed to ${detail.location}. ` +
+        `The request may have executed on the way: ${sameKeyAdvice(info.key)}.`,
+      info,
+    );
+    this.limit = detail.limit;
+    this.location = detail.location;
+  }
+}
+
 /** One attempt took longer than `attemptTimeout`; retried like a network failure. */
 export class AttemptTimeoutError extends IdemkitError {
   readonly timeout: number;
@@ -109,6 +191,12 @@ export class BodyNotReplayableError extends IdemkitError {
   constructor(reason: string, options?: { cause?: unknown }) {
     super('ERR_IDEMKIT_BODY_NOT_REPLAYABLE', `The request body cannot be replayed on retries: ${reason}. Nothing was sent.`, options);
   }
+}
+
+function sameKeyAdvice(key: string | undefined): string {
+  return key === undefined
+    ? 'check its outcome before sending it again'
+    : `do not send it again with a new key; reconcile, or retry later with the same key (${key})`;
 }
 
 function describe(error: unknown): string {

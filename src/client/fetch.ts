@@ -1,6 +1,14 @@
 import { backoffDelay, parseRetryAfter, raceAbort, sleep } from './backoff.js';
 import type { CallInfo } from './errors.js';
-import { AttemptTimeoutError, HttpStatusError, RequestFailedError, RetryBudgetExhaustedError } from './errors.js';
+import {
+  AttemptTimeoutError,
+  CrossOriginRedirectError,
+  HttpStatusError,
+  RequestFailedError,
+  ResponseTooLargeError,
+  RetryBudgetExhaustedError,
+  TooManyRedirectsError,
+} from './errors.js';
 import type { IdempotentFetchOptions, ResolvedClientOptions, RetryContext } from './options.js';
 import { resolveClientOptions } from './options.js';
 import type { IdempotentRequestInit, PreparedRequest } from './request.js';
@@ -14,8 +22,21 @@ export type IdempotentFetch = (input: RequestInfo | URL, init?: IdempotentReques
 
 /** What one attempt produced: a response with its whole body, or an error. */
 type Outcome =
-  | { readonly response: Response; readonly body: Uint8Array<ArrayBuffer>; readonly error?: undefined }
-  | { readonly response?: undefined; readonly error: unknown };
+  | {
+      readonly response: Response;
+      readonly body: Uint8Array<ArrayBuffer>;
+      /** The URL that gave the final response, after the redirects followed. */
+      readonly url: string;
+      readonly redirected: boolean;
+      readonly error?: undefined;
+      readonly final?: undefined;
+    }
+  | {
+      readonly response?: undefined;
+      readonly error: unknown;
+      /** The server answered, but not usably (too large, a redirect not followed): the call ends with `error`, never retried. */
+      readonly final?: boolean;
+    };
 
 /**
  * Creates a fetch that sends one Idempotency-Key per logical call and retries network failures,
@@ -36,8 +57,9 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
   // Looked up per call, so a fetch installed after the client was created is used.
   const fetchImpl = o.fetch ?? globalThis.fetch;
   for (let attempt = 1; ; attempt++) {
-    const outcome = await attemptOnce(fetchImpl, request, o.attemptTimeout);
     const info: CallInfo = { key: request.key, attempts: attempt };
+    const outcome = await attemptOnce(fetchImpl, request, info, o);
+    if (outcome.final) throw outcome.error;
     const { response } = outcome;
     const retryable = response
       ? RETRYABLE_STATUSES.has(response.status) && !isReplayed(response) // a replay is the server's final word for this key
@@ -67,24 +89,21 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
 }
 
 /**
- * One attempt: the request and the whole response body, under the caller's signal and the
- * attempt timeout. Reading the body here means a connection cut mid-body is a failed attempt,
- * retried with the same key, rather than a broken stream after the call "succeeded".
+ * One attempt: the request, its redirects and the whole response body, under the caller's signal
+ * and the attempt timeout. Reading the body here means a connection cut mid-body is a failed
+ * attempt, retried with the same key, rather than a broken stream after the call "succeeded".
  * Rejects only when the caller aborted.
  */
-async function attemptOnce(fetchImpl: typeof fetch, request: PreparedRequest, timeout: number): Promise<Outcome> {
+async function attemptOnce(fetchImpl: typeof fetch, request: PreparedRequest, info: CallInfo, o: ResolvedClientOptions): Promise<Outcome> {
   const { signal } = request;
   signal?.throwIfAborted();
   const controller = new AbortController();
   const forward = () => controller.abort(signal?.reason);
   signal?.addEventListener('abort', forward, { once: true });
+  const timeout = o.attemptTimeout;
   const timer = Number.isFinite(timeout) ? setTimeout(() => controller.abort(new AttemptTimeoutError(timeout)), timeout) : undefined;
   try {
-    const exchange = async (): Promise<Outcome> => {
-      const response = await fetchImpl(request.url, { ...request.init, signal: controller.signal });
-      return { response, body: new Uint8Array(await response.arrayBuffer()) };
-    };
-    return await raceAbort(exchange(), controller.signal);
+    return await raceAbort(exchange(fetchImpl, request, info, o, controller.signal), controller.signal);
   } catch (error) {
     // The caller's abort ends the call with the caller's reason, whatever the attempt was doing.
     signal?.throwIfAborted();
@@ -95,11 +114,115 @@ async function attemptOnce(fetchImpl: typeof fetch, request: PreparedRequest, ti
   }
 }
 
+/**
+ * Sends the request, follows its redirects itself (fetch's own following would send the key and
+ * the body to wherever the server points, and on Node 20 cannot resend a body on 307/308), and
+ * reads the final body within `maxResponseBytes`.
+ */
+async function exchange(fetchImpl: typeof fetch, request: PreparedRequest, info: CallInfo, o: ResolvedClientOptions, signal: AbortSignal): Promise<Outcome> {
+  const follow = request.redirect === 'follow';
+  let url = request.url;
+  for (let hops = 0; ; hops++) {
+    const response = await fetchImpl(url, {
+      ...request.init,
+      // A copy per send: whatever a fetch does with its body's buffer (undici transfers its own
+      // copies), the prepared bytes stay intact for the next redirect or retry.
+      body: request.body && request.body.slice(),
+      redirect: follow ? 'manual' : request.redirect,
+      signal,
+    });
+    const location = follow ? redirectTarget(request.method, url, response) : undefined;
+    if (location === undefined) {
+      const read = await readLimited(response, request.method, o.maxResponseBytes);
+      if ('body' in read) return { response, body: read.body, url, redirected: hops > 0 };
+      const detail = { ...read, limit: o.maxResponseBytes, status: response.status, url };
+      return { final: true, error: new ResponseTooLargeError(info, detail) };
+    }
+    // The redirect's own body is not wanted; cancelling it releases the connection.
+    await response.body?.cancel().catch(() => {});
+    const from = new URL(url).origin;
+    const to = new URL(location).origin;
+    if (from !== to) return { final: true, error: new CrossOriginRedirectError(info, { from, to, location, status: response.status }) };
+    if (hops >= o.maxRedirects) return { final: true, error: new TooManyRedirectsError(info, { limit: o.maxRedirects, location }) };
+    url = location;
+  }
+}
+
+const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * Where to resend the request, for the redirects after which the fetch standard resends the same
+ * method and body: 307 and 308 always, 301 and 302 except for a POST, 303 only for GET and HEAD.
+ * The others are where fetch would turn the request into a GET without its body (a POST's
+ * 301/302, any other method's 303): for an idempotent call that 3xx is the server's answer for
+ * the key, "done, the result is over there", and it is returned as the response, as is a 3xx
+ * without a usable Location.
+ */
+function redirectTarget(method: string, url: string, response: Response): string | undefined {
+  const { status } = response;
+  if (!REDIRECT_STATUSES.has(status)) return undefined;
+  const verb = method.toUpperCase();
+  if ((status === 301 || status === 302) && verb === 'POST') return undefined;
+  if (status === 303 && verb !== 'GET' && verb !== 'HEAD') return undefined;
+  const location = response.headers.get('location');
+  if (location === null) return undefined;
+  try {
+    return new URL(location, url).href;
+  } catch {
+    return undefined;
+  }
+}
+
+type LimitedRead =
+  | { readonly body: Uint8Array<ArrayBuffer> }
+  /** Over the limit: how many bytes were read before stopping, and the declared length, if any. */
+  | { readonly received: number; readonly declared: number | undefined };
+
+/**
+ * Reads the whole body, but never more than `limit` bytes plus the chunk that crossed it: a
+ * declared `Content-Length` over the limit is refused before reading, and a body that grows past
+ * it has its stream cancelled there (which closes the connection).
+ */
+async function readLimited(response: Response, method: string, limit: number): Promise<LimitedRead> {
+  if (response.body === null) return { body: new Uint8Array(0) };
+  const header = response.headers.get('content-length');
+  const declared = header !== null && /^\s*\d+\s*$/.test(header) ? Number(header) : undefined;
+  // A HEAD's Content-Length describes the GET's body, and an encoded length the compressed bytes
+  // (fetch hands over the decoded ones): only an identity length for a body counts here.
+  const encoding = response.headers.get('content-encoding')?.trim().toLowerCase();
+  const counts = method.toUpperCase() !== 'HEAD' && (encoding === undefined || encoding === '' || encoding === 'identity');
+  if (declared !== undefined && counts && declared > limit) {
+    await response.body.cancel().catch(() => {});
+    return { received: 0, declared };
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return { received: size, declared };
+    }
+    chunks.push(value);
+  }
+  // Always a fresh, exact buffer: a chunk may be a view into a larger one the client should not keep.
+  const body = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return { body };
+}
+
 /** The call's final answer: the response (or `HttpStatusError`), or `RequestFailedError` for an error. */
 function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions): IdempotentResponse {
   if (!outcome.response) throw new RequestFailedError(info, outcome.error);
   const replayed = isReplayed(outcome.response);
-  const response = finalResponse(outcome.response, outcome.body, { ...info, replayed });
+  const response = finalResponse(outcome, { ...info, replayed });
   if (o.throwOnError && response.status >= 400) {
     throw new HttpStatusError({ ...info, replayed }, response, parseProblem(response, outcome.body));
   }
@@ -110,5 +233,5 @@ function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions): Ide
 function budgetExhausted(outcome: Outcome, info: CallInfo): RetryBudgetExhaustedError {
   if (!outcome.response) return new RetryBudgetExhaustedError(info, { error: outcome.error });
   // A retryable response is never a replay: replays are not retried.
-  return new RetryBudgetExhaustedError(info, { response: finalResponse(outcome.response, outcome.body, { ...info, replayed: false }) });
+  return new RetryBudgetExhaustedError(info, { response: finalResponse(outcome, { ...info, replayed: false }) });
 }

@@ -10,10 +10,13 @@ export { RETRYABLE_STATUSES, isNetworkFailure } from './retryable.js';
 export {
   AttemptTimeoutError,
   BodyNotReplayableError,
+  CrossOriginRedirectError,
   HttpStatusError,
   IdempotentCallError,
   RequestFailedError,
+  ResponseTooLargeError,
   RetryBudgetExhaustedError,
+  TooManyRedirectsError,
 } from './errors.js';
 export type { CallInfo, Problem } from './errors.js';
 export { IdemkitError, InvalidOptionError, InvalidKeyError } from '../core/errors.js';

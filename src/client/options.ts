@@ -111,6 +111,22 @@ export interface IdempotentFetchOptions {
    */
   readonly maxBodyBytes?: number;
   /**
+   * The largest response body the client reads, in bytes. Each attempt reads the whole body (so a
+   * connection cut mid-body is retried), and holds it in memory. A response that declares a larger
+   * `Content-Length` is refused without reading; one without stops being read (its stream is
+   * cancelled) as soon as the limit is passed. Either way the call rejects with
+   * `ResponseTooLargeError`, which is not retried: the server answered, the request may have run.
+   * @default 10_485_760 (10 MiB)
+   */
+  readonly maxResponseBytes?: number;
+  /**
+   * The most redirects followed in one attempt. Only redirects that resend the same method and
+   * body to the same origin are followed (see docs/client.md); one more rejects with
+   * `TooManyRedirectsError`. 0 follows none.
+   * @default 5
+   */
+  readonly maxRedirects?: number;
+  /**
    * The fetch to wrap (an undici `fetch`, a fetch with a custom dispatcher, …).
    * @default globalThis.fetch, looked up at each call
    */
@@ -132,15 +148,21 @@ export interface ResolvedClientOptions {
   readonly methods: ReadonlySet<string>;
   readonly header: string;
   readonly maxBodyBytes: number;
+  readonly maxResponseBytes: number;
+  readonly maxRedirects: number;
   readonly fetch: typeof globalThis.fetch | undefined;
 }
 
 const KNOWN = [
   'retries', 'factor', 'minTimeout', 'maxTimeout', 'randomize', 'maxRetryTime', 'attemptTimeout', 'maxRetryAfter',
-  'retryBudget', 'onRetry', 'throwOnError', 'methods', 'header', 'maxBodyBytes', 'fetch',
+  'retryBudget', 'onRetry', 'throwOnError', 'methods', 'header', 'maxBodyBytes',
+  'maxResponseBytes', 'maxRedirects', 'fetch',
 ];
 // Names people bring from p-retry, got or ky.
-const HINTS = { onFailedAttempt: 'onRetry', forever: 'retries', timeout: 'attemptTimeout', limit: 'retries', retry: 'retries' };
+const HINTS = {
+  onFailedAttempt: 'onRetry', forever: 'retries', timeout: 'attemptTimeout', limit: 'retries', retry: 'retries',
+  size: 'maxResponseBytes', follow: 'maxRedirects', // node-fetch's names
+};
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
@@ -175,6 +197,8 @@ export function resolveClientOptions(options: IdempotentFetchOptions): ResolvedC
     methods: new Set(methods.map((m: string) => m.toUpperCase())),
     header,
     maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1_048_576, 0),
+    maxResponseBytes: integerOption('maxResponseBytes', options.maxResponseBytes, 10_485_760, 0),
+    maxRedirects: integerOption('maxRedirects', options.maxRedirects, 5, 0),
     fetch: functionOption('fetch', options.fetch),
   };
 }

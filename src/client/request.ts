@@ -17,12 +17,21 @@ export interface PreparedRequest {
   readonly url: string;
   readonly method: string;
   readonly key: string | undefined;
-  /** Everything but the signal: the same headers (key included) and the same bytes every time. */
+  /** Everything but the body, the signal and `redirect`: the same headers (key included) every time. */
   readonly init: RequestInit;
+  /**
+   * The bytes sent on every attempt and every followed redirect. Never handed to fetch itself:
+   * each send gets a copy, so a fetch that transfers (detaches) its body's buffer cannot empty it.
+   */
+  readonly body: Uint8Array<ArrayBuffer> | null;
+  /** The caller's redirect mode: `follow` is done by the client (same origin only), the others by fetch. */
+  readonly redirect: RequestRedirect;
   readonly signal: AbortSignal | undefined;
   /** Whether sending it more than once is safe: it carries a key, or its method is idempotent. */
   readonly repeatable: boolean;
 }
+
+const REDIRECT_MODES: ReadonlySet<unknown> = new Set(['follow', 'manual', 'error']);
 
 /** RFC 9110 §9.2.2: methods whose repetition has the effect of one request. */
 const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -58,11 +67,15 @@ export async function prepareRequest(
         keepalive: request.keepalive, referrer: request.referrer, referrerPolicy: request.referrerPolicy }
     : {};
   const { idempotencyKey: _key, body: _body, signal: _signal, headers: _headers, method: _method, ...rest } = init ?? {};
+  const { redirect = 'follow', ...fields } = { ...inherited, ...(rest as RequestInit) };
+  if (!REDIRECT_MODES.has(redirect)) throw new InvalidOptionError('redirect', `expected 'follow', 'manual' or 'error', got ${String(redirect)}`);
   return {
     url,
     method,
     key,
-    init: { ...inherited, ...(rest as RequestInit), method, headers, body },
+    init: { ...fields, method, headers },
+    body,
+    redirect,
     signal,
     repeatable: key !== undefined || IDEMPOTENT_METHODS.has(method.toUpperCase()),
   };

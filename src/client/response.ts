@@ -21,12 +21,21 @@ export function isReplayed(response: Response): boolean {
   return value === 'true' || value === '?1'; // Stripe's token, or a structured-field boolean
 }
 
+/** What an attempt got: the last response, its whole body, and where it came from. */
+export interface ReadResponse {
+  readonly response: Response;
+  readonly body: Uint8Array<ArrayBuffer>;
+  /** The URL that answered, after the redirects the client followed. */
+  readonly url: string;
+  readonly redirected: boolean;
+}
+
 /**
  * The response handed to the caller: a copy over the body already read during the attempt (so a
  * connection cut mid-body was retried rather than surfacing later), with a non-enumerable
- * `idempotency` property. `url` and `redirected` are carried over from the original.
+ * `idempotency` property, and `url` and `redirected` as fetch would set them.
  */
-export function finalResponse(original: Response, body: Uint8Array<ArrayBuffer>, info: IdempotencyInfo): IdempotentResponse {
+export function finalResponse({ response: original, body, url, redirected }: ReadResponse, info: IdempotencyInfo): IdempotentResponse {
   const response = new Response(isNullBodyStatus(original.status) ? null : body, {
     status: original.status,
     statusText: original.statusText,
@@ -34,8 +43,8 @@ export function finalResponse(original: Response, body: Uint8Array<ArrayBuffer>,
   });
   Object.defineProperties(response, {
     idempotency: { value: Object.freeze({ ...info }), enumerable: false },
-    url: { value: original.url, enumerable: false },
-    redirected: { value: original.redirected, enumerable: false },
+    url: { value: url, enumerable: false },
+    redirected: { value: redirected, enumerable: false },
   });
   return response as IdempotentResponse;
 }

@@ -26,7 +26,7 @@ describe('the token bucket', () => {
 });
 
 describe('a burst against a dead server', () => {
-  it('50 concurrent calls stay within calls × (1 + ratio) + capacity attempts; the rest fail fast with the typed error', async () => {
+  it('50 concurrent calls stay within calls × (1 + ratio) + capacity attempts; the rest fail with the typed error', async () => {
     const url = await deadUrl();
     const calls = 50;
     const ratio = 0.1;
@@ -34,9 +34,8 @@ describe('a burst against a dead server', () => {
     let attempts = 0;
     const client = createIdempotentFetch({
       retries: 3,
-      // A fixed, visible pause: a call that got no token must settle well before it.
-      minTimeout: 300,
-      maxTimeout: 300,
+      minTimeout: 5,
+      maxTimeout: 5,
       randomize: false,
       retryBudget: { ratio, capacity },
       fetch: (input, init) => {
@@ -45,32 +44,77 @@ describe('a burst against a dead server', () => {
       },
     });
 
-    const started = performance.now();
-    const results = await Promise.all(
-      Array.from({ length: calls }, () =>
-        client(url, { method: 'POST', body: '{}' }).then(
-          () => ({ error: undefined as unknown, ms: performance.now() - started }),
-          (error: unknown) => ({ error, ms: performance.now() - started }),
-        ),
-      ),
-    );
+    const errors = await Promise.all(Array.from({ length: calls }, () => client(url, { method: 'POST', body: '{}' }).then(() => undefined, (error: unknown) => error)));
 
     expect(attempts).toBeLessThanOrEqual(calls * (1 + ratio) + capacity);
     expect(attempts).toBeGreaterThan(calls); // the budget did allow some retries
-    const exhausted = results.filter((r) => r.error instanceof RetryBudgetExhaustedError);
-    const failed = results.filter((r) => r.error instanceof RequestFailedError);
+    const exhausted = errors.filter((e): e is RetryBudgetExhaustedError => e instanceof RetryBudgetExhaustedError);
+    const failed = errors.filter((e) => e instanceof RequestFailedError);
     expect(exhausted.length + failed.length).toBe(calls);
     // At most capacity + calls × ratio tokens exist, so at least the other calls never retried.
-    const neverRetried = exhausted.filter((r) => (r.error as RetryBudgetExhaustedError).attempts === 1);
+    const neverRetried = exhausted.filter((e) => e.attempts === 1);
     expect(neverRetried.length).toBeGreaterThanOrEqual(calls - (capacity + calls * ratio));
-    for (const { error, ms } of exhausted) {
-      const { attempts: n } = error as RetryBudgetExhaustedError;
+    for (const error of exhausted) {
       expect(error).toMatchObject({ code: 'ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED', status: undefined });
-      expect((error as RetryBudgetExhaustedError).key).toMatch(/^[0-9a-f-]{36}$/);
-      expect(((error as Error).cause as Error).cause).toMatchObject({ code: 'ECONNREFUSED' });
-      // Fail fast: it slept the n - 1 pauses it was granted, not one more.
-      expect(ms).toBeLessThan(300 * n);
+      expect(error.key).toMatch(/^[0-9a-f-]{36}$/);
+      expect((error.cause as Error).cause).toMatchObject({ code: 'ECONNREFUSED' });
     }
+  });
+
+  it('a call the budget denies a retry fails at once: while the calls granted one are still in their pause', async () => {
+    const url = await deadUrl();
+    const calls = 50;
+    const ratio = 0.1;
+    const capacity = 10;
+    const controller = new AbortController();
+    // A pause far longer than the test may run: a call that slept one would never settle in it.
+    const pause = 3_600_000;
+    let retrying = 0;
+    let settled = 0;
+    let accounted!: () => void;
+    const everyCallAccounted = new Promise<void>((resolve) => (accounted = resolve));
+    const account = () => {
+      if (retrying + settled === calls) accounted();
+    };
+    const client = createIdempotentFetch({
+      retries: 3,
+      minTimeout: pause,
+      maxTimeout: pause,
+      maxRetryTime: Infinity,
+      randomize: false,
+      retryBudget: { ratio, capacity },
+      // Called once the token is taken, just before the pause.
+      onRetry: () => {
+        retrying++;
+        account();
+      },
+    });
+
+    const results = Array.from({ length: calls }, () =>
+      client(url, { method: 'POST', body: '{}', signal: controller.signal }).then(
+        () => undefined,
+        (error: unknown) => {
+          settled++;
+          account();
+          return error;
+        },
+      ),
+    );
+    // Every call has either failed or started its pause: the order of events, not a duration.
+    await everyCallAccounted;
+    const failedFast = settled;
+    controller.abort();
+    const errors = await Promise.all(results);
+
+    // The budget held capacity tokens, plus ratio per call at most: that many calls retried.
+    expect(retrying).toBeGreaterThanOrEqual(capacity);
+    expect(retrying).toBeLessThanOrEqual(capacity + calls * ratio);
+    expect(failedFast).toBe(calls - retrying);
+    const exhausted = errors.filter((e) => e instanceof RetryBudgetExhaustedError);
+    expect(exhausted).toHaveLength(failedFast);
+    expect(exhausted.every((e) => e.attempts === 1)).toBe(true);
+    // The calls that were granted a retry were still in their pause: the abort ended them.
+    expect(errors.filter((e) => e instanceof DOMException && e.name === 'AbortError')).toHaveLength(retrying);
   });
 
   it('the default budget is on (about 10 %): 20 calls × 4 attempts would be 80; the budget allows at most 32', async () => {

@@ -4,6 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createIdempotentFetch } from '../../src/client/index.js';
+import type { RetryContext } from '../../src/client/index.js';
 import type { IdempotentServer } from './servers.js';
 import { idempotentServer } from './servers.js';
 
@@ -47,24 +48,37 @@ describe('lost responses', () => {
 
 describe('409: the original is still in flight', () => {
   it('waits for Retry-After and gets the replay of the original', async () => {
-    // The first call's handler takes 300 ms; a second call with the same key arrives meanwhile.
-    server = await idempotentServer({ handlerDelayMs: 300, leaseMs: 1000 });
-    const client = createIdempotentFetch(fast);
-    const statuses: number[] = [];
-    const watcher = createIdempotentFetch({ ...fast, onRetry: (context) => void statuses.push(context.status!) });
+    // The first call's handler runs until the second call has had its 409: an order of events.
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    server = await idempotentServer({ leaseMs: 1000, hold: () => (started(), gate) });
     const init = { method: 'POST', headers: { 'idempotency-key': 'order-409' }, body: 'pay' };
 
-    const first = client(`${server.url}/charges`, init);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    const first = createIdempotentFetch(fast)(`${server.url}/charges`, init);
+    await running;
+    const contexts: RetryContext[] = [];
+    const watcher = createIdempotentFetch({
+      ...fast,
+      // Awaited before the pause: the original finishes before the retry is due.
+      onRetry: async (context) => {
+        contexts.push(context);
+        release();
+        await first;
+      },
+    });
     const second = await watcher(`${server.url}/charges`, init);
 
-    expect(statuses).toEqual([409]);
+    expect(contexts.map((c) => c.status)).toEqual([409]);
     expect(second.status).toBe(201);
     expect(second.idempotency).toEqual({ key: 'order-409', attempts: 2, replayed: true });
     expect((await first).idempotency).toEqual({ key: 'order-409', attempts: 1, replayed: false });
     expect(server.effects()).toBe(1);
-    // Retry-After from the middleware is 1 s (the lease); the retry did not come earlier.
-    expect(server.seen[2]!.at - server.seen[1]!.at).toBeGreaterThanOrEqual(1000);
+    // The middleware's Retry-After was honoured: the retry did not come earlier.
+    const retryAfter = contexts[0]!.retryAfter;
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(server.seen[2]!.at - server.seen[1]!.at).toBeGreaterThanOrEqual(retryAfter!);
   });
 });
 

@@ -85,10 +85,11 @@ export interface IdempotentServer extends TestApp {
  */
 export async function idempotentServer(options: {
   dropFirst?: number;
-  handlerDelayMs?: number;
   leaseMs?: number;
   /** Makes the handler throw on its first run (a 500 the middleware stores and replays). */
   throwFirst?: boolean;
+  /** Awaited by the handler before it answers: the test says when a running handler may finish. */
+  hold?: () => Promise<void>;
 } = {}): Promise<IdempotentServer> {
   const seen: Seen[] = [];
   const perKey = new Map<string, number>();
@@ -97,7 +98,7 @@ export async function idempotentServer(options: {
   const handler = withIdempotency(async (request) => {
     effects++;
     if (options.throwFirst && effects === 1) throw new Error('boom');
-    if (options.handlerDelayMs) await new Promise((resolve) => setTimeout(resolve, options.handlerDelayMs));
+    await options.hold?.();
     return Response.json({ charge: effects, body: await request.text() }, { status: 201 });
   }, { store, leaseMs: options.leaseMs ?? 30_000 });
 
@@ -132,4 +133,63 @@ export async function deadUrl(): Promise<string> {
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}`;
+}
+
+export interface StreamingServer extends TestApp {
+  /** Requests received. */
+  readonly requests: () => number;
+  /** Body bytes the sockets accepted (each write's callback fired), over all requests. */
+  readonly written: () => number;
+  /**
+   * Resolves when the last response ended: `client` when the client closed the connection
+   * first, `cap` when the server reached its safety cap and ended the body itself.
+   */
+  readonly ended: () => Promise<'client' | 'cap'>;
+}
+
+/**
+ * A server whose answer to every request is a body that does not end: 64 KiB chunks written as
+ * fast as the socket takes them, until the client hangs up. A safety cap (64 MiB by default) ends
+ * it, so that a client without a limit fails its test instead of filling the machine's memory.
+ * `length` makes it a body of exactly that many bytes, declared in Content-Length. `first`
+ * answers the first `first` requests with a small 201 instead (a target that answers normally,
+ * then grows).
+ */
+export async function streamingServer(options: { length?: number; first?: number } = {}): Promise<StreamingServer> {
+  const cap = options.length ?? 64 * 1024 * 1024;
+  const chunk = Buffer.alloc(64 * 1024, 'x');
+  let requests = 0;
+  let written = 0;
+  let ended: Promise<'client' | 'cap'> = Promise.resolve('cap');
+  const server = createServer((req, res) => {
+    requests++;
+    req.resume();
+    if (requests <= (options.first ?? 0)) {
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: requests }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/octet-stream', ...(options.length !== undefined ? { 'content-length': String(cap) } : {}) });
+    let sent = 0;
+    ended = new Promise((resolve) => {
+      const pump = (): void => {
+        if (res.destroyed) return;
+        if (sent >= cap) {
+          res.end();
+          return resolve('cap');
+        }
+        const part = chunk.subarray(0, Math.min(chunk.length, cap - sent));
+        sent += part.length;
+        res.write(part, (error) => {
+          if (error) return;
+          written += part.length;
+          pump();
+        });
+      };
+      res.once('close', () => {
+        if (!res.writableFinished) resolve('client');
+      });
+      pump();
+    });
+  });
+  return { ...(await listenServer(server)), requests: () => requests, written: () => written, ended: () => ended };
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { withIdempotency } from '../../src/http/web.js';
 import { memoryStore } from '../../src/stores/memory.js';
 
@@ -22,17 +22,24 @@ const post = (key: string) =>
   new Request('http://local/charges', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
 
 describe('lease renewal', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it.each([
     [true, 409, 1],
     [false, 201, 2],
   ])('with renewLease=%s, a retry after several lease periods gets %i (%i executions)', async (renewLease, status, executions) => {
+    // Fake timers move the keeper's ticks and the memory store's clock (Date.now) together, so a
+    // loaded machine cannot delay a renewal past the lease: the test owns time.
+    vi.useFakeTimers();
     const gated = gatedHandler();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const handle = withIdempotency(gated.handler, { store, leaseMs: 60, renewLease });
     const first = handle(post('k'));
     await gated.running;
     // The first request is provably still running; let its lease run out four times over.
-    await new Promise((r) => setTimeout(r, 240));
+    await vi.advanceTimersByTimeAsync(240);
     const second = handle(post('k'));
     if (status === 201) {
       // Without renewal the retry took over and is now blocked on the same gate.
