@@ -1,3 +1,4 @@
+import { readStreamLimited } from '../core/bytes.js';
 import { backoffDelay, parseRetryAfter, raceAbort, sleep } from './backoff.js';
 import type { CallInfo } from './errors.js';
 import {
@@ -195,19 +196,8 @@ async function readLimited(response: Response, method: string, limit: number): P
     await response.body.cancel().catch(() => {});
     return { received: 0, declared };
   }
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      return { received: size, declared };
-    }
-    chunks.push(value);
-  }
+  const { chunks, size, over } = await readStreamLimited(response.body, limit);
+  if (over) return { received: size, declared };
   // Always a fresh, exact buffer: a chunk may be a view into a larger one the client should not keep.
   const body = new Uint8Array(size);
   let offset = 0;

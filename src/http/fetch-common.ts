@@ -1,5 +1,5 @@
 import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
-import { concatBytes } from '../core/bytes.js';
+import { concatBytes, readStreamLimited } from '../core/bytes.js';
 import { isNullBodyStatus, replayBody, replayHeaderList } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 
@@ -39,20 +39,9 @@ export async function readLimited(request: Request, limit: number): Promise<Uint
   const declared = Number(request.headers.get('content-length') ?? NaN);
   if (declared > limit) throw new BodyTooLargeError(limit);
   if (!request.body) return new Uint8Array(0);
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      throw new BodyTooLargeError(limit);
-    }
-    chunks.push(value);
-  }
-  return concatBytes(chunks, size);
+  const read = await readStreamLimited(request.body, limit);
+  if (read.over) throw new BodyTooLargeError(limit);
+  return concatBytes(read.chunks, read.size);
 }
 
 /** Path with query string, as the fingerprint expects it. */
