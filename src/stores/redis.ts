@@ -258,8 +258,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   async function claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
     const key = keyOf(ref);
     const token = newOwnerToken();
-    const leaseMs = ms('leaseMs', o.leaseMs);
-    const windowMs = ms('windowMs', o.windowMs);
+    const leaseMs = ms('leaseMs', o.leaseMs, 1);
+    const windowMs = ms('windowMs', o.windowMs, 1);
     if (setNxGet) {
       const decided = await claimBySet(key, ref, fingerprint, token, o);
       if (decided !== undefined) return decided;
@@ -342,8 +342,9 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     maxResponseBytes,
     keyOf,
     claim,
+    // 0 ends the lease now (how ctx.suspend() gives it back): a claim of the same request takes over at once.
     async renew(ref, token, leaseMs) {
-      return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs)])) === 1;
+      return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs, 0)])) === 1;
     },
     async checkpoint(ref, token, point, data) {
       const json = data === undefined ? undefined : JSON.stringify(data);
@@ -369,8 +370,8 @@ function corrupt(redisKey: string, ref: RecordRef | undefined, reason: string): 
   );
 }
 
-function ms(name: string, value: number): string {
-  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidOptionError(name, `expected an integer >= 1, got ${String(value)}`);
+function ms(name: string, value: number, min: 0 | 1): string {
+  if (!Number.isSafeInteger(value) || value < min) throw new InvalidOptionError(name, `expected an integer >= ${min}, got ${String(value)}`);
   return String(value);
 }
 

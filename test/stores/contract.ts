@@ -156,6 +156,43 @@ export function describeStoreContract(name: string, setup: () => Promise<Contrac
       expect(await store.renew(r, randomBytes(16).toString('hex'), LEASE)).toBe(false);
     });
 
+    // ctx.suspend() gives the lease back this way, so that an immediate retry resumes the work.
+    it('ends the lease now on renew(…, 0): an immediate claim of the same request takes over from the recovery point', async () => {
+      const r = ref();
+      const first = await store.claim(r, 'fp-1', { leaseMs: 60_000, windowMs: 120_000 });
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+      expect(await store.renew(r, first.token, 0)).toBe(true);
+      // No time passes: the lease already ended.
+      const second = await store.claim(r, 'fp-1', opts);
+      expect(second).toMatchObject({ kind: 'acquired', takeover: true, resumeFrom: 'charged', recoveryData: { chargeId: 'ch_1' } });
+      if (second.kind !== 'acquired') return;
+      expect(second.token).not.toBe(first.token);
+      // The record is still inside its window, and the one who gave the lease back is fenced out.
+      await expect(store.complete(r, first.token, response('late'))).rejects.toBeInstanceOf(LeaseLostError);
+      await store.complete(r, second.token, response('resumed'));
+      const replay = await store.claim(r, 'fp-1', opts);
+      expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('resumed');
+    });
+
+    it('refuses renew(…, 0) with a stale token, changing nothing', async () => {
+      const r = ref();
+      const first = await acquire(r);
+      await ctx.advance(LEASE + 50);
+      const second = await store.claim(r, 'fp-1', { leaseMs: 60_000, windowMs: 120_000 });
+      if (second.kind !== 'acquired') throw new Error(second.kind);
+      const before = await store.get(r);
+      expect(await store.renew(r, first.token, 0)).toBe(false);
+      expect(await store.get(r)).toEqual(before);
+      expect((await store.claim(r, 'fp-1', opts)).kind).toBe('in_flight');
+      // A completed record is not in flight for anyone: its former owner's renew(…, 0) changes nothing either.
+      await store.complete(r, second.token, response('done'));
+      const done = await store.get(r);
+      expect(await store.renew(r, second.token, 0)).toBe(false);
+      expect(await store.get(r)).toEqual(done);
+      expect((await store.claim(r, 'fp-1', opts)).kind).toBe('completed');
+    });
+
     it('makes the key reusable after release', async () => {
       const r = ref();
       const { token } = await acquire(r, 'fp-1');
