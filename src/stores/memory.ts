@@ -2,7 +2,7 @@ import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../co
 import type { AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { durationOption, integerOption } from '../core/validate.js';
+import { checkRecordRef, durationOption, integerOption } from '../core/validate.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -166,6 +166,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return size;
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+      checkRecordRef(ref);
       const t = now();
       const r = find(ref);
       if (r && !isExpired(r, t)) {
@@ -185,24 +186,29 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return { kind: 'acquired', token, takeover: false };
     },
     async renew(ref, token, leaseMs) {
+      checkRecordRef(ref);
       const r = find(ref);
       if (!r || r.state !== 'in_flight' || r.token !== token) return false;
       r.leaseUntil = now() + leaseMs;
       return true;
     },
     async checkpoint(ref, token, point, data) {
+      checkRecordRef(ref);
       const r = owned(ref, token);
       r.recoveryPoint = point;
       r.recoveryData = data === undefined ? undefined : structuredClone(data);
     },
     async complete(ref, token, response) {
+      checkRecordRef(ref);
       owned(ref, token).complete(fitResponse(response, maxResponseBytes));
     },
     async release(ref, token) {
+      checkRecordRef(ref);
       owned(ref, token);
       remove(ref.scope, ref.key);
     },
     async get(ref): Promise<IdempotencyRecord | undefined> {
+      checkRecordRef(ref);
       const r = find(ref);
       return r && toRecord(r);
     },

@@ -3,7 +3,7 @@ import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailabl
 import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { booleanOption, integerOption } from '../core/validate.js';
+import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
 import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
@@ -192,6 +192,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
    * the token, and answers 2 when an earlier attempt of this call landed but its reply was lost.
    */
   async function complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
+    checkRecordRef(ref);
     const fitted = fitResponse(response, maxResponseBytes);
     const args = [token, encodeResponse(fitted.status, JSON.stringify(fitted.headers), fitted.body)];
     const key = keyOf(ref);
@@ -256,6 +257,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
 
   async function claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+    // A lone surrogate has no UTF-8 form: the record's JSON would hold a scope Lua cannot read back.
+    checkRecordRef(ref);
     const key = keyOf(ref);
     const token = newOwnerToken();
     const leaseMs = ms('leaseMs', o.leaseMs, 1);
@@ -285,6 +288,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
 
   async function get(ref: RecordRef): Promise<IdempotencyRecord | undefined> {
+    checkRecordRef(ref);
     const key = keyOf(ref);
     const reply = await run(READ, key, ref, []);
     if (reply === null) return undefined;
@@ -344,14 +348,17 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     claim,
     // 0 ends the lease now (how ctx.suspend() gives it back): a claim of the same request takes over at once.
     async renew(ref, token, leaseMs) {
+      checkRecordRef(ref);
       return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs, 0)])) === 1;
     },
     async checkpoint(ref, token, point, data) {
+      checkRecordRef(ref);
       const json = data === undefined ? undefined : JSON.stringify(data);
       await fenced(CHECKPOINT, ref, json === undefined ? [token, point, '0'] : [token, point, '1', json]);
     },
     complete,
     async release(ref, token) {
+      checkRecordRef(ref);
       await fenced(RELEASE, ref, [token]);
     },
     get,

@@ -3,9 +3,9 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError } from '../../src/core/errors.js';
+import { InvalidRecordRefError, LeaseLostError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
-import { canListAbandoned } from '../../src/core/store.js';
+import { canListAbandoned, isTransactionalStore } from '../../src/core/store.js';
 
 export interface ContractContext {
   readonly store: IdempotencyStore;
@@ -247,6 +247,73 @@ export function describeStoreContract(name: string, setup: () => Promise<Contrac
       const rb = await store.claim(b, 'fp-b', opts);
       expect(ra.kind === 'completed' && new TextDecoder().decode(ra.response.body!)).toBe('for a');
       expect(rb.kind === 'completed' && new TextDecoder().decode(rb.response.body!)).toBe('for b');
+    });
+
+    // Ill-formed UTF-16 has no exact UTF-8 form (pg sends U+FFFD): refused, so two scopes never become one.
+    const illFormed = [
+      ['a lone high surrogate', 'tenant-\uD83D-a'],
+      ['a lone low surrogate', 'tenant-\uDE00-a'],
+      ['a reversed pair', 'tenant-\uDE00\uD83D-a'],
+      ['a high surrogate at the end', 'tenant-\uD83D'],
+    ] as const;
+    for (const field of ['scope', 'key'] as const) {
+      for (const [what, text] of illFormed) {
+        it(`refuses a ${field} with ${what}, on every operation, with InvalidRecordRefError naming the ${field}`, async () => {
+          const { scope, key } = ref();
+          const bad: RecordRef = field === 'scope' ? { scope: `${text}-${scope}`, key } : { scope, key: `${text}-${key}` };
+          // What a driver that replaces lone surrogates would have stored instead.
+          const replaced: RecordRef = { scope: bad.scope.toWellFormed(), key: bad.key.toWellFormed() };
+          const token = randomBytes(16).toString('hex');
+          const refused = async (operation: Promise<unknown>) => {
+            const error = await operation.then(
+              () => undefined,
+              (e: unknown) => e,
+            );
+            expect(error).toBeInstanceOf(InvalidRecordRefError);
+            expect(error).toMatchObject({ code: 'ERR_IDEMKIT_INVALID_REF', field });
+            expect((error as Error).message).toMatch(new RegExp(`${field}.*surrogate`));
+          };
+          await refused(store.claim(bad, 'fp-1', opts));
+          await refused(store.renew(bad, token, LEASE));
+          await refused(store.renew(bad, token, 0));
+          await refused(store.checkpoint(bad, token, 'x'));
+          await refused(store.complete(bad, token, response('x')));
+          await refused(store.release(bad, token));
+          await refused(store.get(bad));
+          if (isTransactionalStore(store)) {
+            const tx = await store.beginTransaction();
+            try {
+              await refused(tx.checkpoint(bad, token, 'x'));
+              await refused(tx.complete(bad, token, response('x')));
+            } finally {
+              await tx.rollback();
+            }
+          }
+          // Nothing was written under the text a lossy encoding would have made of it.
+          expect(await store.get(replaced)).toBeUndefined();
+          expect((await store.claim(replaced, 'fp-1', opts)).kind).toBe('acquired');
+        });
+      }
+    }
+
+    it('keeps scopes and keys that differ only in an astral character (emoji) apart, and returns them exactly', async () => {
+      // U+1F600 and U+1F601 share their high surrogate; U+1F600 and U+1F680 differ in both.
+      const key = `key-${randomUUID()}`;
+      const base = `tenant-${randomUUID()}-`;
+      const scopes = [`${base}\u{1F600}`, `${base}\u{1F601}`, `${base}\u{1F680}`, `${base}\uFFFD`, `${base}`];
+      const refs = [...scopes.map((scope) => ({ scope, key })), { scope: base, key: `${key}\u{1F600}` }, { scope: base, key: `${key}\u{1F601}` }];
+      const claims = await Promise.all(refs.map((r, i) => store.claim(r, `fp-${i}`, opts)));
+      expect(claims.map((c) => c.kind)).toEqual(refs.map(() => 'acquired'));
+      for (const [i, r] of refs.entries()) {
+        const claim = claims[i]!;
+        if (claim.kind !== 'acquired') return;
+        await store.complete(r, claim.token, response(`for ${i}`));
+      }
+      for (const [i, r] of refs.entries()) {
+        const replay = await store.claim(r, `fp-${i}`, opts);
+        expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe(`for ${i}`);
+        expect(await store.get(r)).toMatchObject({ scope: r.scope, key: r.key, fingerprint: `fp-${i}` });
+      }
     });
 
     it('keeps binary bodies byte for byte up to maxResponseBytes, and an empty body as empty', async () => {
