@@ -52,6 +52,23 @@ export class CorruptRecordError extends IdemkitError {
   }
 }
 
+/**
+ * A scope, key or fingerprint a store refuses before it touches the backend: not a string, not
+ * well-formed UTF-16 (a lone surrogate, which drivers encode as U+FFFD, so two different scopes
+ * could share one record), or longer than the store's columns hold. `field` names which one.
+ */
+export class InvalidRecordRefError extends IdemkitError {
+  /** The refused part: the ref's scope or key, or the fingerprint that travels with a claim. */
+  readonly field: 'scope' | 'key' | 'fingerprint';
+  readonly reason: string;
+
+  constructor(field: 'scope' | 'key' | 'fingerprint', reason: string) {
+    super('ERR_IDEMKIT_INVALID_REF', `Invalid record ${field}: ${reason}`);
+    this.field = field;
+    this.reason = reason;
+  }
+}
+
 /** A write was attempted through a store transaction that had already committed or rolled back. */
 export class TransactionEndedError extends IdemkitError {
   constructor(message: string) {

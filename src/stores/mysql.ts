@@ -1,4 +1,4 @@
-import { CorruptRecordError, IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidOptionError, InvalidRecordRefError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -11,7 +11,7 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { integerOption } from '../core/validate.js';
+import { checkRecordRef, integerOption } from '../core/validate.js';
 import type { MysqlConnection, MysqlPool, MysqlValue } from './mysql-connections.js';
 import { Connections, errno } from './mysql-connections.js';
 import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
@@ -49,7 +49,6 @@ export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<C
 // A lost race (duplicate insert, changed revision) costs one more round; a claim that keeps
 // losing for this many rounds reports the store as unavailable instead of spinning.
 const CLAIM_ROUNDS = 5;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // No statement can carry more than the server's max_allowed_packet, which is at most 1 GiB.
 const MAX_PACKET = 1024 * 1024 * 1024;
 // setTimeout fires at once for longer delays.
@@ -92,7 +91,7 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
 
   async function claim(ref: RecordRef, fp: string, o: ClaimOptions): Promise<Claim> {
     const id = refParams(ref);
-    const fpBytes = bounded('fingerprint', fp, MAX_FINGERPRINT_BYTES);
+    const fpBytes = fingerprintParam(fp);
     const token = newOwnerToken();
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const row = await read(ref, id);
@@ -189,8 +188,9 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
       };
       return {
         tx: tx.connection as ConnectionOf<P>,
-        complete: (ref, token, response) => inTx('complete', sql.complete, [...completeParams(response), ...refParams(ref), token]),
-        checkpoint: (ref, token, point, data) => inTx('checkpoint', sql.checkpoint, [...checkpointParams(point, data), ...refParams(ref), token]),
+        // Async, so that a refused ref rejects rather than throws.
+        complete: async (ref, token, response) => inTx('complete', sql.complete, [...completeParams(response), ...refParams(ref), token]),
+        checkpoint: async (ref, token, point, data) => inTx('checkpoint', sql.checkpoint, [...checkpointParams(point, data), ...refParams(ref), token]),
         commit: () => tx.end('commit'),
         rollback: () => tx.end('rollback'),
       };
@@ -214,19 +214,28 @@ interface Row {
   readonly raw: Record<string, unknown>;
 }
 
-/** Scope and key as exact UTF-8 bytes: no connection charset can convert them. */
+/**
+ * Scope and key as exact UTF-8 bytes: no connection charset can convert them. Well-formed first
+ * (a lone surrogate would be encoded as U+FFFD, so two different strings could share one record),
+ * then short enough for the columns (a server without strict mode would truncate silently).
+ */
 function refParams(ref: RecordRef): Buffer[] {
+  checkRecordRef(ref);
   return [bounded('scope', ref.scope, MAX_SCOPE_BYTES), bounded('key', ref.key, MAX_KEY_BYTES)];
 }
 
-function bounded(name: string, value: string, maxBytes: number): Buffer {
-  // A lone surrogate would be encoded as U+FFFD, so two different strings could share one record.
-  if (typeof value !== 'string' || LONE_SURROGATE.test(value)) {
-    throw new IdemkitError('ERR_IDEMKIT_INVALID_REF', `mysql store: the ${name} must be a well-formed string`);
+/** The fingerprint's bytes; it is the engine's hex digest, so only a custom caller can trip these. */
+function fingerprintParam(fingerprint: string): Buffer {
+  if (typeof fingerprint !== 'string' || !fingerprint.isWellFormed()) {
+    throw new InvalidRecordRefError('fingerprint', 'mysql store: expected a well-formed string');
   }
+  return bounded('fingerprint', fingerprint, MAX_FINGERPRINT_BYTES);
+}
+
+function bounded(field: 'scope' | 'key' | 'fingerprint', value: string, maxBytes: number): Buffer {
   const bytes = Buffer.from(value, 'utf8');
   if (bytes.byteLength > maxBytes) {
-    throw new IdemkitError('ERR_IDEMKIT_INVALID_REF', `mysql store: the ${name} is ${bytes.byteLength} bytes; at most ${maxBytes} fit`);
+    throw new InvalidRecordRefError(field, `mysql store: it is ${bytes.byteLength} UTF-8 bytes; at most ${maxBytes} fit`);
   }
   return bytes;
 }

@@ -11,7 +11,7 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { integerOption } from '../core/validate.js';
+import { checkRecordRef, integerOption } from '../core/validate.js';
 import { postgresStatements, resolveNames } from './postgres-sql.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
@@ -140,10 +140,16 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     point,
     data === undefined ? null : JSON.stringify(data),
   ];
-  const complete = (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, response: StoredResponse) =>
-    fenced(db, 'complete', sql.complete, completeValues(ref, token, response));
-  const checkpoint = (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, point: string, data: unknown) =>
-    fenced(db, 'checkpoint', sql.checkpoint, checkpointValues(ref, token, point, data));
+  // Every operation that takes a ref checks it first: `pg` would send a lone surrogate as U+FFFD,
+  // so two different scopes would share one record. In an async function, a refusal rejects.
+  const complete = async (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, response: StoredResponse) => {
+    checkRecordRef(ref);
+    await fenced(db, 'complete', sql.complete, completeValues(ref, token, response));
+  };
+  const checkpoint = async (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, point: string, data: unknown) => {
+    checkRecordRef(ref);
+    await fenced(db, 'checkpoint', sql.checkpoint, checkpointValues(ref, token, point, data));
+  };
 
   return {
     name: 'postgres',
@@ -154,18 +160,24 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       await run(pool, 'migrate', sql.migrate);
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+      checkRecordRef(ref);
       const token = newOwnerToken();
       const { rows } = await run(pool, 'claim', sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]);
       return toClaim(new RowReader(ref, where, rows[0] as ClaimRow | undefined), token);
     },
     async renew(ref, token, leaseMs) {
+      checkRecordRef(ref);
       const result = await run(pool, 'renew', sql.renew, [ref.scope, ref.key, token, leaseMs]);
       return result.rowCount === 1;
     },
     checkpoint: (ref, token, point, data) => checkpoint(pool, ref, token, point, data),
     complete: (ref, token, response) => complete(pool, ref, token, response),
-    release: (ref, token) => fenced(pool, 'release', sql.release, [ref.scope, ref.key, token]),
+    async release(ref, token) {
+      checkRecordRef(ref);
+      await fenced(pool, 'release', sql.release, [ref.scope, ref.key, token]);
+    },
     async get(ref) {
+      checkRecordRef(ref);
       const { rows } = await run(pool, 'get', sql.get, [ref.scope, ref.key]);
       const row = rows[0] as RecordRow | undefined;
       return row && toRecord(new RowReader(ref, where, row));

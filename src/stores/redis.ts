@@ -3,7 +3,7 @@ import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailabl
 import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { booleanOption, integerOption } from '../core/validate.js';
+import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
 import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
@@ -192,6 +192,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
    * the token, and answers 2 when an earlier attempt of this call landed but its reply was lost.
    */
   async function complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
+    checkRecordRef(ref);
     const fitted = fitResponse(response, maxResponseBytes);
     const args = [token, encodeResponse(fitted.status, JSON.stringify(fitted.headers), fitted.body)];
     const key = keyOf(ref);
@@ -256,10 +257,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
 
   async function claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
+    // A lone surrogate has no UTF-8 form: the record's JSON would hold a scope Lua cannot read back.
+    checkRecordRef(ref);
     const key = keyOf(ref);
     const token = newOwnerToken();
-    const leaseMs = ms('leaseMs', o.leaseMs);
-    const windowMs = ms('windowMs', o.windowMs);
+    const leaseMs = ms('leaseMs', o.leaseMs, 1);
+    const windowMs = ms('windowMs', o.windowMs, 1);
     if (setNxGet) {
       const decided = await claimBySet(key, ref, fingerprint, token, o);
       if (decided !== undefined) return decided;
@@ -285,6 +288,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
 
   async function get(ref: RecordRef): Promise<IdempotencyRecord | undefined> {
+    checkRecordRef(ref);
     const key = keyOf(ref);
     const reply = await run(READ, key, ref, []);
     if (reply === null) return undefined;
@@ -342,15 +346,19 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     maxResponseBytes,
     keyOf,
     claim,
+    // 0 ends the lease now (how ctx.suspend() gives it back): a claim of the same request takes over at once.
     async renew(ref, token, leaseMs) {
-      return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs)])) === 1;
+      checkRecordRef(ref);
+      return (await run(RENEW, keyOf(ref), ref, [token, ms('leaseMs', leaseMs, 0)])) === 1;
     },
     async checkpoint(ref, token, point, data) {
+      checkRecordRef(ref);
       const json = data === undefined ? undefined : JSON.stringify(data);
       await fenced(CHECKPOINT, ref, json === undefined ? [token, point, '0'] : [token, point, '1', json]);
     },
     complete,
     async release(ref, token) {
+      checkRecordRef(ref);
       await fenced(RELEASE, ref, [token]);
     },
     get,
@@ -369,8 +377,8 @@ function corrupt(redisKey: string, ref: RecordRef | undefined, reason: string): 
   );
 }
 
-function ms(name: string, value: number): string {
-  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidOptionError(name, `expected an integer >= 1, got ${String(value)}`);
+function ms(name: string, value: number, min: 0 | 1): string {
+  if (!Number.isSafeInteger(value) || value < min) throw new InvalidOptionError(name, `expected an integer >= ${min}, got ${String(value)}`);
   return String(value);
 }
 

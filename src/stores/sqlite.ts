@@ -12,7 +12,7 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { booleanOption, integerOption } from '../core/validate.js';
+import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
 import { gateFor } from './sqlite-gate.js';
 
 /** The part of a better-sqlite3 statement the store uses. */
@@ -190,6 +190,13 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     data: data === undefined ? null : JSON.stringify(data),
   });
 
+  /** Runs `fn` through the gate once `ref` is known to be storable: a refused ref rejects, never throws. */
+  const gated = <T>(ref: RecordRef, fn: () => T): Promise<T> =>
+    gate.run(() => {
+      checkRecordRef(ref);
+      return fn();
+    });
+
   function claimNow(ref: RecordRef, fp: string, o: ClaimOptions): Claim {
     for (let attempt = 0; attempt < 3; attempt++) {
       const time = now();
@@ -221,12 +228,12 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     name: 'sqlite',
     maxResponseBytes,
     migrate,
-    claim: (ref, fp, o) => gate.run(() => claimNow(ref, fp, o)),
-    renew: (ref, token, leaseMs) => gate.run(() => renew.run({ ...ref, token, now: now(), lease: leaseMs }).changes === 1),
-    checkpoint: (ref, token, point, data) => gate.run(() => fenced(checkpoint, checkpointParams(ref, token, point, data))),
-    complete: (ref, token, response) => gate.run(() => fenced(complete, completeParams(ref, token, response))),
-    release: (ref, token) => gate.run(() => fenced(release, { ...ref, token })),
-    get: (ref) => gate.run(() => toRecord(ref, select.get(ref) as Row | undefined)),
+    claim: (ref, fp, o) => gated(ref, () => claimNow(ref, fp, o)),
+    renew: (ref, token, leaseMs) => gated(ref, () => renew.run({ ...ref, token, now: now(), lease: leaseMs }).changes === 1),
+    checkpoint: (ref, token, point, data) => gated(ref, () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
+    complete: (ref, token, response) => gated(ref, () => fenced(complete, completeParams(ref, token, response))),
+    release: (ref, token) => gated(ref, () => fenced(release, { ...ref, token })),
+    get: (ref) => gated(ref, () => toRecord(ref, select.get(ref) as Row | undefined)),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
     async listAbandoned(limit = 100) {
       const max = integerOption('limit', limit, 100, 1);
@@ -254,8 +261,14 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       };
       return {
         tx: db,
-        complete: async (ref, token, response) => fenced(complete, completeParams(ref, token, response)),
-        checkpoint: async (ref, token, point, data) => fenced(checkpoint, checkpointParams(ref, token, point, data)),
+        complete: async (ref, token, response) => {
+          checkRecordRef(ref);
+          fenced(complete, completeParams(ref, token, response));
+        },
+        checkpoint: async (ref, token, point, data) => {
+          checkRecordRef(ref);
+          fenced(checkpoint, checkpointParams(ref, token, point, data));
+        },
         commit: async () => end('COMMIT'),
         rollback: async () => end('ROLLBACK'),
       };

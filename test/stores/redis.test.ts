@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { ClaimOptions, RecordRef, StoredResponse } from '../../src/core/store.js';
 import type { RedisArgument, RedisStore } from '../../src/stores/redis.js';
@@ -128,14 +128,15 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(rest).toEqual(['fp', 'tenant}{', '{k}', null, null]);
     // Completing a fresh record flips its state and appends the response; the TTL stays.
     const other = await acquire(store);
-    const ttl = await admin.pttl(store.keyOf(other.ref));
+    // The key's expiry as an absolute time: unchanged means the TTL stayed, whatever time passed.
+    const expiry = async () => Number(await admin.call('PEXPIRETIME', store.keyOf(other.ref)));
+    const expiresBefore = await expiry();
     await store.complete(other.ref, other.token, ok);
     const [completedHead, , stored] = await readRecord(admin, store.keyOf(other.ref));
     expect(completedHead.slice(0, 2)).toBe('3C');
     expect(completedHead.slice(66, 82)).toBe('0000000000120000'); // still fresh
     expect(stored).toEqual([201, '[["content-type","text/plain"]]', 0, 'ok']);
-    expect(await admin.pttl(store.keyOf(other.ref))).toBeLessThanOrEqual(ttl);
-    expect(await admin.pttl(store.keyOf(other.ref))).toBeGreaterThan(ttl - 1_000);
+    expect(await expiry()).toBe(expiresBefore);
     // The first script to write it stores times on the Redis clock.
     const [seconds] = await admin.time();
     expect(await store.renew(ref, token, 5_000)).toBe(true);
@@ -204,11 +205,22 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
 
   it('answers from SET … GET only well inside the window; near its end the claim script decides', async () => {
     const sent = commandLog(client);
-    const { ref, token } = await acquire(store, undefined, { leaseMs: 1_000, windowMs: 3_000 });
+    const { ref, token } = await acquire(store, undefined, { leaseMs: 1_000, windowMs: 60_000 });
     await store.complete(ref, token, ok);
     expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
     expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
-    expect(sent).toEqual(['set', 'evalsha', 'set', 'evalsha', 'set', 'evalsha']);
+    expect(sent.splice(0)).toEqual(['set', 'evalsha', 'set', 'set']);
+    // Near the end of the window by this process's clock (2 s before it, inside the 5 s margin),
+    // the client no longer trusts it and asks the script, which decides on the Redis clock, where
+    // the window is still open. (Moving the client's clock, not waiting: no time has to pass.)
+    const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.now() + 58_000);
+    try {
+      expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
+      expect((await store.claim(ref, 'other', opts)).kind).toBe('mismatch');
+    } finally {
+      spy.mockRestore();
+    }
+    expect(sent).toEqual(['set', 'evalsha', 'set', 'evalsha']);
   });
 
   it('stores and replays a record whose scope and key are not ASCII (the byte-by-byte encoding)', async () => {
@@ -267,10 +279,20 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
   it('reads the lease of a fresh record from the TTL it was created with, whatever graceMs the reader has', async () => {
     const writer = redisStore({ client, prefix: RUN, graceMs: 600_000 });
     const reader = redisStore({ client, prefix: RUN, graceMs: 0 });
+    const redisNow = async () => {
+      const [seconds, micros] = await admin.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    const before = await redisNow();
     const { ref } = await acquire(writer, undefined, { leaseMs: 300, windowMs: 60_000 });
     const seen = await reader.get(ref);
+    const after = await redisNow();
     expect(seen!.expiresAt - seen!.leaseUntil).toBe(60_000 - 300);
-    expect((await reader.claim(ref, 'fp', opts)).kind).toBe('in_flight');
+    // The lease the reader derives starts when the record was created, on the Redis clock: between
+    // the two readings around the claim and the read (1 ms for rounding), however long they took.
+    // A reader that used its own grace would place it ~600 s off.
+    expect(seen!.leaseUntil).toBeGreaterThanOrEqual(before + 300 - 1);
+    expect(seen!.leaseUntil).toBeLessThanOrEqual(after + 300 + 1);
     await sleep(400);
     expect(await reader.claim(ref, 'fp', opts)).toMatchObject({ kind: 'acquired', takeover: true });
   });
@@ -390,35 +412,45 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
   it('sets the TTL to the end of the record plus the grace: window or lease, whichever is later', async () => {
     const s = redisStore({ client, prefix: RUN, graceMs: 5_000 });
     const ttlEnd = async (ref: RecordRef) => Number(await admin.call('PEXPIRETIME', s.keyOf(ref)));
+    // Compared exactly, never within a tolerance: a fresh record's times are derived from its TTL
+    // at each read, so they are checked in its head (the TTL it was created with), and the TTL's
+    // end against the times of records the scripts have made absolute.
     const longLease = await acquire(s, undefined, { leaseMs: 20_000, windowMs: 10_000 });
-    // A fresh record's times are derived from its TTL on each read: exact to the millisecond Redis
-    // keeps (TIME and PTTL inside one script can straddle a millisecond).
-    const near = (a: number, b: number) => expect(Math.abs(a - b)).toBeLessThanOrEqual(2);
-    const longRecord = (await s.get(longLease.ref))!;
-    near(await ttlEnd(longLease.ref), longRecord.leaseUntil + 5_000);
+    const [freshHead] = await readRecord(admin, s.keyOf(longLease.ref));
+    expect(freshHead.slice(34, 82)).toBe(['20000', '10000', '25000'].map((n) => n.padStart(16, '0')).join('')); // lease, window, TTL = lease + grace
     // Completed straight from its fresh form, the lease no longer holds it: it ends with its window.
     await s.complete(longLease.ref, longLease.token, ok);
-    near(await ttlEnd(longLease.ref), longRecord.expiresAt + 5_000);
-    near((await s.get(longLease.ref))!.expiresAt, longRecord.expiresAt);
+    const completed = (await s.get(longLease.ref))!;
+    expect(completed.expiresAt - completed.leaseUntil).toBe(10_000 - 20_000);
+    expect(await ttlEnd(longLease.ref)).toBe(completed.expiresAt + 5_000);
     const { ref, token } = await acquire(s, undefined, { leaseMs: 1_000, windowMs: 10_000 });
+    const [shortHead] = await readRecord(admin, s.keyOf(ref));
+    expect(shortHead.slice(66, 82)).toBe('15000'.padStart(16, '0')); // TTL = window + grace
     const record = (await s.get(ref))!;
     expect(record.expiresAt - record.leaseUntil).toBe(9_000);
-    near(await ttlEnd(ref), record.expiresAt + 5_000);
     expect(await s.renew(ref, token, 30_000)).toBe(true);
-    expect(await ttlEnd(ref)).toBe((await s.get(ref))!.leaseUntil + 5_000);
+    const renewed = (await s.get(ref))!;
+    expect(await ttlEnd(ref)).toBe(renewed.leaseUntil + 5_000);
     await s.complete(ref, token, ok);
-    near(await ttlEnd(ref), record.expiresAt + 5_000);
+    expect(await ttlEnd(ref)).toBe(renewed.expiresAt + 5_000);
+    expect((await s.get(ref))!.expiresAt).toBe(renewed.expiresAt);
   });
 
   it('never lets Redis drop an in-flight record under a live lease after its window, and drops it itself after', async () => {
     const s = redisStore({ client, prefix: RUN, graceMs: 0 });
-    const { ref, token } = await acquire(s, undefined, { leaseMs: 1_000, windowMs: 200 });
-    await sleep(400); // window over, lease live
+    const { ref, token } = await acquire(s, undefined, { leaseMs: 60_000, windowMs: 200 });
+    await sleep(300); // window over, lease live (for a minute)
     expect((await s.claim(ref, 'fp', opts)).kind).toBe('in_flight');
-    expect(await s.renew(ref, token, 1_000)).toBe(true);
-    await sleep(800); // past the first lease, inside the renewed one
+    // Renewed past its window, the key lives exactly as long as the lease (no grace here)…
+    expect(await s.renew(ref, token, 60_000)).toBe(true);
+    const renewed = (await s.get(ref))!;
+    expect(renewed.expiresAt).toBeLessThan(renewed.leaseUntil);
+    expect(Number(await admin.call('PEXPIRETIME', s.keyOf(ref)))).toBe(renewed.leaseUntil);
     expect((await s.claim(ref, 'fp', opts)).kind).toBe('in_flight');
-    await sleep(500); // past the renewed lease: with no grace, Redis has deleted it
+    // …so once the lease is over, Redis deletes it by itself.
+    expect(await s.renew(ref, token, 300)).toBe(true);
+    expect(Number(await admin.call('PEXPIRETIME', s.keyOf(ref)))).toBe((await s.get(ref))!.leaseUntil);
+    await sleep(400);
     expect(await admin.exists(s.keyOf(ref))).toBe(0);
   });
 
@@ -507,15 +539,35 @@ describe.skipIf(!up)('redis store completion retries', () => {
   });
 
   it('stops retrying after completeRetryMs', async () => {
-    const down = { callBuffer: () => Promise.reject(new Error('Connection is closed.')) };
+    let attempts = 0;
+    const down = {
+      callBuffer: () => {
+        attempts++;
+        return Promise.reject(new Error('Connection is closed.'));
+      },
+    };
     const reachable = redisStore({ client, prefix: `${RUN}-retry` });
     const { ref, token } = await acquire(reachable);
-    const started = Date.now();
-    await expect(redisStore({ client: down, prefix: `${RUN}-retry`, completeRetryMs: 300 }).complete(ref, token, ok)).rejects.toBeInstanceOf(
-      StoreUnavailableError,
-    );
-    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
-    expect(Date.now() - started).toBeLessThan(1_500);
+    // Fake timers and clock: the backoff (25, 50, 100, then what is left of 300 ms) runs on them.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      let outcome: unknown;
+      const completing = redisStore({ client: down, prefix: `${RUN}-retry`, completeRetryMs: 300 })
+        .complete(ref, token, ok)
+        .then(
+          () => (outcome = 'completed'),
+          (error: unknown) => (outcome = error),
+        );
+      await vi.advanceTimersByTimeAsync(299);
+      expect(outcome).toBeUndefined(); // still retrying just before completeRetryMs…
+      expect(attempts).toBe(4); // at 0, 25, 75 and 175 ms
+      await vi.advanceTimersByTimeAsync(1);
+      await completing;
+      expect(outcome).toBeInstanceOf(StoreUnavailableError); // …and given up at it, after one last try
+      expect(attempts).toBe(5);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
