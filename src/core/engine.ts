@@ -2,6 +2,7 @@ import type { IdempotencyHttpError } from './errors.js';
 import {
   ExecutionTimeoutHttpError,
   IdemkitError,
+  InvalidRecordRefError,
   InvalidScopeError,
   KeyInFlightError,
   KeyMismatchError,
@@ -155,6 +156,9 @@ export class IdempotencyEngine<Req = unknown> {
           },
         );
       } catch (error) {
+        // A scope the store cannot keep (too long for its column, say) is the request's problem,
+        // not an outage: never a 503, and never a reason for failOpen to run unprotected.
+        if (error instanceof InvalidRecordRefError && error.field === 'scope') return { kind: 'reject', error: new InvalidScopeError(error.reason) };
         return this.storeDown(error);
       }
       switch (claim.kind) {

@@ -23,5 +23,5 @@ export type {
   StoreTransaction,
   TransactionalStore,
 } from './store.js';
-export { integerOption, booleanOption, durationOption, MAX_TIMER_MS } from './validate.js';
+export { integerOption, booleanOption, durationOption, checkRecordRef, MAX_TIMER_MS } from './validate.js';
 export { RESERVED_SCOPE_MARK, isReservedScope } from './namespaces.js';

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Execution, WatchedResponse } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
-import { TransactionEndedError } from '../../src/core/errors.js';
+import { InvalidRecordRefError, TransactionEndedError } from '../../src/core/errors.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 
@@ -175,10 +175,23 @@ describe('a scope that cannot be stored as text, or that is reserved for idemkit
     const admission = await engine.admit({}, 'k', facts);
     expect(admission.kind === 'reject' && admission.error.status).toBe(400);
     expect(admission.kind === 'reject' && admission.error.problem().type).toBe('https://idemkit.dev/problems/invalid-scope');
-    expect(await store.get({ scope, key: 'k' })).toBeUndefined();
+    expect(store.stats().records).toBe(0);
     // A well-formed astral character is an ordinary scope.
     const emoji = new IdempotencyEngine({ store, scope: () => 'tenant-\u{1F600}' });
     expect((await emoji.admit({}, 'k', facts)).kind).toBe('execute');
+    store.close();
+  });
+});
+
+describe('a scope the store refuses', () => {
+  it('answers 400 invalid-scope, not 503, and failOpen does not run the handler unprotected', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    // As the MySQL store refuses a scope over its column's 1,024 bytes.
+    const refusing = { ...store, name: 'refusing', claim: () => Promise.reject(new InvalidRecordRefError('scope', 'longer than 1024 bytes')) };
+    const engine = new IdempotencyEngine({ store: refusing, failOpen: true });
+    const admission = await engine.admit({}, 'k', facts);
+    expect(admission.kind === 'reject' && admission.error.code).toBe('ERR_IDEMKIT_SCOPE_INVALID');
+    expect(admission.kind === 'reject' && admission.error.message).toContain('longer than 1024 bytes');
     store.close();
   });
 });
