@@ -29,10 +29,12 @@ export const CONTENT_TYPE = 'application/json';
 /** The replay workload cycles over this many completed keys. */
 export const REPLAY_KEYS = 16;
 /**
- * The memory store's default bound (10 000 records, kept for 24 h) would fill within a second of
- * the new-key workload and then answer 503; the bench lifts it so every request is a real claim.
+ * The memory store's default bounds (10 000 records or 64 MiB, kept for 24 h) would fill within a
+ * second of the new-key workload and then evict the oldest completed records on every claim; the
+ * bench lifts both so every request is a plain claim, as it was before the byte bound existed.
  */
 export const MEMORY_MAX_RECORDS = 50_000_000;
+export const MEMORY_MAX_BYTES = 64 * 1024 ** 3;
 
 /** How server.ts is told what to serve (argv: --framework=… --store=… --delay=… --required=…). */
 export interface ServerConfig {

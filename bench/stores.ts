@@ -15,7 +15,7 @@ import { postgresStore } from 'idemkit/stores/postgres';
 import { redisStore } from 'idemkit/stores/redis';
 import { sqliteStore } from 'idemkit/stores/sqlite';
 import type { StoreKind } from './shared.js';
-import { MEMORY_MAX_RECORDS } from './shared.js';
+import { MEMORY_MAX_BYTES, MEMORY_MAX_RECORDS } from './shared.js';
 
 export interface BenchStore {
   readonly store: IdempotencyStore;
@@ -30,7 +30,7 @@ export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/
 export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<BenchStore> {
   const none = () => 0;
   if (kind === 'memory') {
-    const store = memoryStore({ maxRecords: MEMORY_MAX_RECORDS });
+    const store = memoryStore({ maxRecords: MEMORY_MAX_RECORDS, maxBytes: MEMORY_MAX_BYTES });
     return { store, roundTrips: none, close: async () => store.close() };
   }
   if (kind === 'sqlite') {
