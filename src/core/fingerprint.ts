@@ -1,18 +1,21 @@
 import { createHash, hash } from 'node:crypto';
-import { canonicalJson } from './canonical-json.js';
+import { canonicalJson, canonicalJsonText, parseJsonKeepingDigits } from './canonical-json.js';
 
 /** What identifies "the same request" for one key. */
 export interface FingerprintInput {
   readonly method: string;
   /** Path with the query string, as received. */
   readonly path: string;
+  /** The `Content-Type` header; its media type (without parameters) is part of the fingerprint. */
   readonly contentType?: string | null | undefined;
   /** The raw body bytes. */
   readonly body: Uint8Array;
   /**
-   * The body as a framework's JSON parser already parsed it. Used instead of `body` for a JSON
-   * media type, so the body is not parsed twice: canonicalising the parsed value is what the raw
-   * bytes would have given, since raw JSON bodies are parsed before they are canonicalised.
+   * The body as a framework's parser left it, for when its bytes are gone (`body` is empty): a
+   * Fastify route whose bytes were not kept, Express after `express.json()` without a `verify`
+   * that keeps `req.rawBody`. When `body` has bytes, the bytes decide (a parsed number has lost
+   * the digits a double cannot hold), and this must then be JSON.parse of them: it only spares
+   * parsing them again.
    */
   readonly parsedJson?: { readonly value: unknown };
 }
@@ -26,6 +29,14 @@ export interface FingerprintOptions {
   readonly fields?: readonly string[];
 }
 
+/**
+ * The version of the fingerprint's form, written in front of every fingerprint (`v2:<hex>`). A
+ * fingerprint of another version never equals one of this version, so a record written before an
+ * upgrade that changed the form answers a retry with 422 rather than compare unlike things.
+ * v1 (no prefix): no media type, numbers compared as doubles.
+ */
+export const FINGERPRINT_VERSION = 'v2';
+
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -35,51 +46,89 @@ export function isJsonMediaType(contentType: string): boolean {
 }
 
 /**
- * SHA-256 (hex) over the method, the path with its query string and the body. A JSON body is
- * canonicalised (RFC 8785) so that key order and whitespace do not matter; anything else,
- * including a body that claims JSON but does not parse, is hashed as raw bytes.
+ * The media type of a Content-Type header as the fingerprint writes it: its essence (type/subtype,
+ * lowercased, without parameters and spaces) as a JSON string, or `null` when the request has none.
+ * A header present but empty is `""`, which no other header gives.
+ */
+export function mediaTypeField(contentType: string | null | undefined): string {
+  if (contentType === undefined || contentType === null) return 'null';
+  // Nearly every request of a service has the same Content-Type: the last answer is kept.
+  if (contentType === lastContentType) return lastMediaTypeField;
+  const semicolon = contentType.indexOf(';');
+  const essence = (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase();
+  lastContentType = contentType;
+  lastMediaTypeField = JSON.stringify(essence);
+  return lastMediaTypeField;
+}
+let lastContentType = 'application/json';
+let lastMediaTypeField = '"application/json"';
+
+/**
+ * `v2:` and the SHA-256 (hex) over the method, the path with its query string, the media type and
+ * the body. A JSON body (by its media type) that parses is canonicalised (RFC 8785 form, numbers by
+ * their exact decimal value: see canonicalNumber), so key order, whitespace and number spelling do
+ * not matter; anything else, including a body that claims JSON but does not parse, is hashed as raw
+ * bytes. Never throws: a value a parser produced is encoded whatever it holds (see canonicalJson).
  */
 export function fingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
   // Canonical JSON is hashed one-shot as one string: for bodies of that size a Hash object with
   // several update() calls costs more than the hashing itself.
-  const head = `${input.method.toUpperCase()}\n${input.path}\n`;
-  const canonical = canonicalJsonBody(input, options.fields);
-  if (canonical !== undefined) return hash('sha256', `${head}json\n${canonical}`, 'hex');
-  // Without raw bytes (a framework parsed them away), the parsed value's JSON text stands in.
-  if (input.parsedJson && input.body.byteLength === 0) {
-    return hash('sha256', `${head}raw\n${JSON.stringify(input.parsedJson.value) ?? ''}`, 'hex');
+  const { contentType, body, parsedJson } = input;
+  const head = `${input.method.toUpperCase()}\n${input.path}\n${mediaTypeField(contentType)}\n`;
+  const json = contentType !== undefined && contentType !== null && isJsonMediaType(contentType);
+  if (body.byteLength === 0 && parsedJson !== undefined) {
+    // The bytes are gone; the parsed value stands in for them.
+    const { value } = parsedJson;
+    if (json) return digest(`${head}json\n${canonicalJson(options.fields ? selectFields(value, options.fields) : value)}`);
+    if (typeof value === 'string') return digest(`${head}raw\n${value}`);
+    if (value instanceof Uint8Array) return rawDigest(head, value);
+    return digest(`${head}value\n${canonicalJson(value)}`);
   }
-  // Raw bodies may be large: hashed in two updates rather than copied behind the prefix.
-  return createHash('sha256').update(`${head}raw\n`).update(input.body).digest('hex');
+  if (json) {
+    const canonical = canonicalJsonBody(body, options.fields, parsedJson);
+    if (canonical !== undefined) return digest(`${head}json\n${canonical}`);
+  }
+  return rawDigest(head, body);
 }
 
-function canonicalJsonBody(input: FingerprintInput, fields: readonly string[] | undefined): string | undefined {
-  if (!input.contentType || !isJsonMediaType(input.contentType)) return undefined;
-  let parsed: unknown;
-  if (input.parsedJson) parsed = input.parsedJson.value;
-  else {
-    if (input.body.byteLength === 0) return undefined;
-    try {
-      parsed = JSON.parse(utf8.decode(input.body));
-    } catch {
-      return undefined;
-    }
-  }
+function digest(text: string): string {
+  return `${FINGERPRINT_VERSION}:${hash('sha256', text, 'hex')}`;
+}
+
+function rawDigest(head: string, body: Uint8Array): string {
+  // Raw bodies may be large: hashed in two updates rather than copied behind the prefix.
+  return `${FINGERPRINT_VERSION}:${createHash('sha256').update(`${head}raw\n`).update(body).digest('hex')}`;
+}
+
+/**
+ * The canonical text of a JSON body, or undefined when it is not UTF-8 JSON. `parsed`, the body as
+ * the adapter parsed it, spares a second parse where no digits can have been lost.
+ */
+function canonicalJsonBody(
+  body: Uint8Array,
+  fields: readonly string[] | undefined,
+  parsed: { readonly value: unknown } | undefined,
+): string | undefined {
+  if (body.byteLength === 0) return undefined;
+  let text: string;
   try {
-    return canonicalJson(fields ? selectFields(parsed, fields) : parsed);
+    text = utf8.decode(body);
   } catch {
-    // RFC 8785 has no form for a lone surrogate ("\ud800"): such a body is hashed as it came.
     return undefined;
   }
+  if (!fields) return canonicalJsonText(text, parsed);
+  const value = parseJsonKeepingDigits(text, parsed);
+  return value === undefined ? undefined : canonicalJson(selectFields(value.value, fields));
 }
 
 function selectFields(value: unknown, fields: readonly string[]): unknown[] {
   // [field] for an absent field, [field, value] for a present one: a missing field and a null
-  // field are different requests, and no value can imitate absence.
+  // field are different requests, and no value can imitate absence. Only own members count, so
+  // a field named `constructor` is absent from a body that does not have it.
   return [...fields].sort().map((field) => {
     let current: unknown = value;
     for (const part of field.split('.')) {
-      current = current !== null && typeof current === 'object' ? (current as Record<string, unknown>)[part] : undefined;
+      current = current !== null && typeof current === 'object' && Object.hasOwn(current, part) ? (current as Record<string, unknown>)[part] : undefined;
     }
     return current === undefined ? [field] : [field, current];
   });

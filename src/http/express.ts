@@ -101,10 +101,13 @@ async function requestBody(req: ParsedRequest, contentType: string | undefined, 
   if (req._body === true || req.readableEnded || (req.complete && !req.readable)) {
     if (Buffer.isBuffer(req.rawBody)) return { body: checkLimit(req.rawBody, limit) };
     if (req.body === undefined) throw new Error('idemkit: the request body was read before the idempotency middleware and not kept');
+    // Without the bytes, a parsed JSON number has lost the digits a double cannot hold: keep
+    // them with express.json({ verify }) setting req.rawBody (docs/semantics.md, "The fingerprint").
     if (json) return { body: EMPTY, parsedJson: { value: req.body } };
     const parsed: unknown = req.body;
-    const bytes = Buffer.isBuffer(parsed) ? parsed : Buffer.from(typeof parsed === 'string' ? parsed : JSON.stringify(parsed));
-    return { body: checkLimit(bytes, limit) };
+    if (Buffer.isBuffer(parsed) || typeof parsed === 'string') return { body: checkLimit(Buffer.isBuffer(parsed) ? parsed : Buffer.from(parsed), limit) };
+    // Something else (express.urlencoded()'s object, say): the fingerprint encodes the value.
+    return { body: EMPTY, parsedJson: { value: parsed } };
   }
   const raw = await readLimited(req, limit);
   if (raw.byteLength === 0) return { body: raw, readHere: true };

@@ -1,6 +1,13 @@
 import canonicalize from 'canonicalize';
 import { describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../src/core/canonical-json.js';
+import {
+  canonicalJson,
+  canonicalJsonText,
+  canonicalNumber,
+  parseJsonExact,
+  parseJsonKeepingDigits,
+  readCanonicalJson,
+} from '../../src/core/canonical-json.js';
 
 /** A small seeded PRNG, so a failing case can be replayed. */
 function prng(seed: number) {
@@ -10,7 +17,7 @@ function prng(seed: number) {
   };
 }
 
-const STRINGS = ['', 'a', 'é', '€', '😀', '\u0000', '\u001f', '"', '\\', '\u2028', 'Z', 'aa', '\ud83d\ude00x', '10', 'b'];
+const STRINGS = ['', 'a', 'é', '€', '😀', '\u0000', '\u001f', '"', '\\', '\u2028', 'Z', 'aa', '\ud83d\ude00x', '10', 'b', '__proto__'];
 const NUMBERS = [0, -0, 1, -1, 1.5, 1e21, 1e-7, 123456789012345680000, 5e-324, 1.7976931348623157e308, 333333333.3333333, 0.1 + 0.2];
 
 function randomJson(next: () => number, depth: number): unknown {
@@ -35,7 +42,54 @@ function randomJson(next: () => number, depth: number): unknown {
   }
 }
 
-describe('canonicalJson (RFC 8785)', () => {
+/** JSON text of a value with random whitespace, and number spellings a client might use. */
+function randomText(next: () => number, depth: number): string {
+  const space = () => [' ', '', '\n', '\t ', '\r\n'][Math.floor(next() * 5)]!;
+  const kind = Math.floor(next() * (depth > 3 ? 4 : 6));
+  switch (kind) {
+    case 0:
+      return JSON.stringify(STRINGS[Math.floor(next() * STRINGS.length)]! + STRINGS[Math.floor(next() * STRINGS.length)]!);
+    case 1:
+      return randomNumberToken(next);
+    case 2:
+      return ['true', 'false', 'null'][Math.floor(next() * 3)]!;
+    case 3:
+      // An escaped key or string, so the reader's escaped path is compared too.
+      return ['"\\u00e9"', '"a\\nb"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\/"', '"\\"x"'][Math.floor(next() * 6)]!;
+    case 4:
+      return `[${space()}${Array.from({ length: Math.floor(next() * 4) }, () => randomText(next, depth + 1)).join(`${space()},${space()}`)}${space()}]`;
+    default: {
+      const members = Array.from({ length: Math.floor(next() * 5) }, () => {
+        const key = next() < 0.2 ? '"\\u0061"' : JSON.stringify(STRINGS[Math.floor(next() * STRINGS.length)]!);
+        return `${key}${space()}:${space()}${randomText(next, depth + 1)}`;
+      });
+      return `{${space()}${members.join(`${space()},${space()}`)}${space()}}`;
+    }
+  }
+}
+
+/** A JSON number token: up to 25 digits, a random point, leading/trailing zeros, an exponent. */
+function randomNumberToken(next: () => number): string {
+  const digit = () => String(Math.floor(next() * 10));
+  const count = 1 + Math.floor(next() * (next() < 0.5 ? 6 : 25));
+  let digits = '';
+  for (let i = 0; i < count; i++) digits += digit();
+  digits = digits.replace(/^0+(?=\d)/, '');
+  let token = (next() < 0.3 ? '-' : '') + digits;
+  if (next() < 0.4) token += '.' + digit() + (next() < 0.5 ? '0'.repeat(Math.floor(next() * 3)) : digit());
+  if (next() < 0.3) token += ['e', 'E'][Math.floor(next() * 2)]! + ['', '+', '-'][Math.floor(next() * 3)]! + Math.floor(next() * 40);
+  return token;
+}
+
+/** The exact value of a number token × 10^200, as a BigInt (for tokens with |exponent| < 100). */
+function scaled(token: string): bigint {
+  const [, sign, whole, fraction = '', exponent = '0'] = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(token)!;
+  const shift = 200 + Number(exponent) - fraction.length;
+  const magnitude = BigInt(whole + fraction) * 10n ** BigInt(shift);
+  return sign === '-' ? -magnitude : magnitude;
+}
+
+describe('canonicalJson (RFC 8785) of parsed values', () => {
   it('matches the canonicalize package on 5000 random parsed JSON values', () => {
     const next = prng(20261129);
     for (let i = 0; i < 5000; i++) {
@@ -75,17 +129,197 @@ describe('canonicalJson (RFC 8785)', () => {
     expect(canonicalJson([1e21, 1e-7, -0, 100.0, 5e-324])).toBe('[1e+21,1e-7,0,100,5e-324]');
   });
 
-  it('refuses what RFC 8785 has no form for, so the fingerprint falls back to raw bytes', () => {
-    expect(() => canonicalJson({ a: '\ud800' })).toThrow(/lone surrogate/);
-    expect(() => canonicalJson({ ['\udc00']: 1 })).toThrow(/lone surrogate/);
-    expect(() => canonicalJson([Infinity])).toThrow(/Infinity/);
-    expect(() => canonicalJson(Number.NaN)).toThrow(/NaN/);
-    const circular: Record<string, unknown> = {};
-    circular.self = circular;
-    expect(() => canonicalJson(circular)).toThrow(/deep|circular/);
-  });
-
   it('skips undefined members and writes undefined array items as null, like JSON.stringify', () => {
     expect(canonicalJson({ b: undefined, a: [undefined, 1] })).toBe('{"a":[null,1]}');
+  });
+
+  it('never throws, and writes what JSON has no form for in forms no JSON value has', () => {
+    // BigInt (a custom parser's), tagged: 1n is not 1.
+    expect(canonicalJson(1n)).toBe('1n');
+    expect(canonicalJson({ amount: 9007199254740993n })).toBe('{"amount":9007199254740993n}');
+    expect(canonicalJson({ amount: 1n })).not.toBe(canonicalJson({ amount: 1 }));
+    expect(canonicalJson({ amount: 1n })).not.toBe(canonicalJson({ amount: '1n' }));
+    expect(canonicalJson([Number.NaN, Infinity, -Infinity])).toBe('[NaN,Infinity,-Infinity]');
+    // Lone surrogates escaped as JSON.stringify escapes them; distinct from each other.
+    expect(canonicalJson({ a: '\ud800' })).toBe('{"a":"\\ud800"}');
+    expect(canonicalJson({ ['\udc00']: 1 })).toBe('{"\\udc00":1}');
+    expect(canonicalJson('\ud800')).not.toBe(canonicalJson('\ud801'));
+    const circular: Record<string, unknown> = { a: 1 };
+    circular.self = circular;
+    expect(canonicalJson(circular)).toBe('{"a":1,"self":!cycle}');
+    // The same object twice (not a cycle) is written twice.
+    const shared = { x: 1 };
+    expect(canonicalJson({ a: shared, b: shared })).toBe('{"a":{"x":1},"b":{"x":1}}');
+    expect(canonicalJson({ d: new Date(0) })).toBe('{"d":"1970-01-01T00:00:00.000Z"}');
+    const throwing = {
+      b: 1,
+      a: {
+        toJSON() {
+          throw new Error('no');
+        },
+      },
+    };
+    expect(canonicalJson(throwing)).toBe('{"a":!toJSON,"b":1}');
+    const getter = Object.defineProperty({ a: 1 }, 'b', {
+      enumerable: true,
+      get() {
+        throw new Error('no');
+      },
+    });
+    expect(canonicalJson(getter)).toBe('{"a":1}');
+    expect(canonicalJson(undefined)).toBe('undefined');
+    expect(canonicalJson(Symbol('s'))).toBe('undefined');
+  });
+
+  it('writes values of any depth (iteratively past 1000 levels), the same as the text they came from', () => {
+    for (const depth of [999, 1000, 1001, 1002, 6000, 100_000]) {
+      const arrays = '['.repeat(depth) + '1' + ']'.repeat(depth);
+      expect(canonicalJson(JSON.parse(arrays))).toBe(arrays);
+      const objects = '{"b":0,"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+      const sorted = '{"a":'.repeat(depth) + '1' + ',"b":0}'.repeat(depth);
+      expect(canonicalJson(JSON.parse(objects))).toBe(sorted);
+      expect(canonicalJsonText(objects)).toBe(sorted);
+      expect(readCanonicalJson(objects)).toBe(sorted);
+    }
+  });
+});
+
+describe('canonicalNumber: exact decimal values, written as ECMAScript writes numbers', () => {
+  it('gives one text to every spelling of one value', () => {
+    for (const spelling of ['1', '1.0', '1e0', '10e-1', '0.1e1', '1.000', '100e-2', '1E0', '1e+0', '0.001e3']) expect(canonicalNumber(spelling), spelling).toBe('1');
+    expect(canonicalNumber('-0')).toBe('0');
+    expect(canonicalNumber('-0.0e5')).toBe('0');
+    expect(canonicalNumber('0e-7')).toBe('0');
+    expect(canonicalNumber('1E+2')).toBe('100');
+    expect(canonicalNumber('12.50')).toBe('12.5');
+    expect(canonicalNumber('2500.00')).toBe('2500');
+  });
+
+  it('keeps apart values that one double cannot tell apart', () => {
+    expect(canonicalNumber('9007199254740993')).toBe('9007199254740993');
+    expect(canonicalNumber('9007199254740992')).toBe('9007199254740992');
+    expect(canonicalNumber('0.10000000000000001')).toBe('0.10000000000000001');
+    expect(canonicalNumber('0.1')).toBe('0.1');
+    expect(canonicalNumber('123456789012345678901')).toBe('123456789012345678901');
+    expect(canonicalNumber('1234567890123456789012')).toBe('1.234567890123456789012e+21');
+    // Past the range of doubles (Infinity and 0 as doubles).
+    expect(canonicalNumber('1e400')).toBe('1e+400');
+    expect(canonicalNumber('-1e400')).toBe('-1e+400');
+    expect(canonicalNumber('1e-400')).toBe('1e-400');
+    expect(canonicalNumber('1e99999999999999999999')).toBe('1e+99999999999999999999');
+    expect(canonicalNumber('-12.340e-99999999999999999999')).toBe('-1.234e-99999999999999999998');
+  });
+
+  it('follows ECMAScript Number::toString for where the exponent form starts', () => {
+    expect(['1e20', '1e21', '1e-6', '1e-7', '0.0000015', '123e-9'].map(canonicalNumber)).toEqual([
+      '100000000000000000000',
+      '1e+21',
+      '0.000001',
+      '1e-7',
+      '0.0000015',
+      '1.23e-7',
+    ]);
+  });
+
+  it('is RFC 8785 (the double\'s ECMAScript form) for every number with at most 15 significant digits', () => {
+    const next = prng(7);
+    for (let i = 0; i < 20_000; i++) {
+      const token = randomNumberToken(next);
+      const significant = token.replace(/[eE].*$/, '').replace(/[-.]/g, '').replace(/^0+/, '').replace(/0+$/, '');
+      if (significant.length > 15) continue;
+      expect(canonicalNumber(token), token).toBe(JSON.stringify(JSON.parse(token)));
+    }
+  });
+
+  it('gives two tokens one text exactly when their decimal values are equal (20,000 random pairs)', () => {
+    const next = prng(11);
+    let equalPairs = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const a = randomNumberToken(next);
+      // Half the pairs are respellings of one value: digits moved across the point and exponent.
+      const b = next() < 0.5 ? respell(a, next) : randomNumberToken(next);
+      const same = scaled(a) === scaled(b);
+      if (same) equalPairs++;
+      expect(canonicalNumber(a) === canonicalNumber(b), `${a} vs ${b}`).toBe(same);
+      // The canonical text is itself a token of the same value, and canonical.
+      expect(scaled(canonicalNumber(a)), a).toBe(scaled(a));
+      expect(canonicalNumber(canonicalNumber(a))).toBe(canonicalNumber(a));
+    }
+    expect(equalPairs).toBeGreaterThan(5000);
+  });
+});
+
+/** The same value as `token`, spelt otherwise: trailing zeros, the point moved, the exponent made up for it. */
+function respell(token: string, next: () => number): string {
+  const [, sign, whole = '', fraction = '', exponent = '0'] = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(token)!;
+  const digits = whole + fraction + '0'.repeat(Math.floor(next() * 3));
+  const point = 1 + Math.floor(next() * digits.length);
+  const integer = digits.slice(0, point).replace(/^0+(?=\d)/, '');
+  const rest = digits.slice(point);
+  return `${sign}${integer}${rest ? '.' + rest : ''}e${Number(exponent) + whole.length - point}`;
+}
+
+describe('canonicalJsonText', () => {
+  it('matches canonicalize of JSON.parse on 5000 random texts (spaces, escapes, spellings) where no digits are lost', () => {
+    const next = prng(20261201);
+    let compared = 0;
+    for (let i = 0; i < 5000; i++) {
+      const text = randomText(next, 0);
+      const parsed = JSON.parse(text) as unknown;
+      // A stretch of 16 digits (and points) may hold a number with more digits than a double.
+      if (/\d[\d.]{14}\d/.test(text)) continue;
+      // canonicalize refuses lone surrogates (RFC 8785 has no form for them).
+      if (text.includes('\\ud800')) continue;
+      compared++;
+      expect(canonicalJsonText(text), text).toBe(canonicalize(parsed));
+    }
+    expect(compared).toBeGreaterThan(3000);
+  });
+
+  it('gives the same text by both of its paths (JSON.parse, and the exact reader) on 5000 random texts', () => {
+    const next = prng(20261202);
+    for (let i = 0; i < 5000; i++) {
+      const text = randomText(next, 0);
+      const exact = readCanonicalJson(text);
+      expect(canonicalJsonText(text), text).toBe(exact);
+      expect(canonicalJsonText(text, { value: JSON.parse(text) }), text).toBe(exact);
+      // And the exact value tree writes the same text.
+      expect(canonicalJson(parseJsonExact(text)!.value), text).toBe(exact);
+      expect(canonicalJson(parseJsonKeepingDigits(text)!.value), text).toBe(exact);
+    }
+  });
+
+  it('keeps every digit of numbers a double cannot hold, wherever they are', () => {
+    expect(canonicalJsonText('{"amount":9007199254740993}')).toBe('{"amount":9007199254740993}');
+    expect(canonicalJsonText('{"amount":9007199254740993}')).not.toBe(canonicalJsonText('{"amount":9007199254740992}'));
+    expect(canonicalJsonText('[0.10000000000000001]')).not.toBe(canonicalJsonText('[0.1]'));
+    expect(canonicalJsonText('[123456789.1234567]')).toBe('[123456789.1234567]');
+    expect(canonicalJsonText('{"b":1e400,"a":-1e-400}')).toBe('{"a":-1e-400,"b":1e+400}');
+    // Even when a parsed value is offered, which has lost them.
+    const text = '{"amount":9007199254740993}';
+    expect(canonicalJsonText(text, { value: JSON.parse(text) })).toBe('{"amount":9007199254740993}');
+    expect(canonicalJson(parseJsonKeepingDigits(text, { value: JSON.parse(text) })!.value)).toBe('{"amount":9007199254740993}');
+    // Spellings of one value are one text.
+    expect(canonicalJsonText('{"a":[1.0,1e0,10e-1,-0,2500.00]}')).toBe('{"a":[1,1,1,0,2500]}');
+    expect(readCanonicalJson('{"a":[1.0,1e0,10e-1,-0,2500.00]}')).toBe('{"a":[1,1,1,0,2500]}');
+  });
+
+  it('keeps the last of a repeated key, as JSON.parse does', () => {
+    const text = '{"a":1,"b":2,"a":3,"c":{"x":1,"x":[2]},"a":4}';
+    expect(readCanonicalJson(text)).toBe('{"a":4,"b":2,"c":{"x":[2]}}');
+    expect(canonicalJsonText(text)).toBe(canonicalize(JSON.parse(text)));
+    expect(readCanonicalJson('{"__proto__":1,"a":2}')).toBe('{"__proto__":1,"a":2}');
+  });
+
+  it('answers undefined for text that is not JSON', () => {
+    for (const text of ['', ' ', '{', '}', '{"a"}', '{"a":1,}', '[1,]', '[,1]', '01', '-', '1.', '.5', '+1', '1e', '"\u0001"', 'tru', 'nul', 'NaN', 'Infinity', '[1 2]', '{"a":1}x', '{"a" 1}', '{a:1}', "'a'", '"\\x"', '"\\u12"', '[', '{"a":1', '"abc', '[1]]', '{}{}'])
+      expect(readCanonicalJson(text), JSON.stringify(text)).toBeUndefined();
+    for (const text of ['[1]]', '{"a":1', '01', "'a'"]) expect(canonicalJsonText(text)).toBeUndefined();
+  });
+
+  it('escapes lone surrogates however they came (escaped in the text, or raw in the string)', () => {
+    expect(readCanonicalJson('["\\ud800", "\\uD800"]')).toBe('["\\ud800","\\ud800"]');
+    expect(readCanonicalJson('["\ud800"]')).toBe('["\\ud800"]');
+    expect(canonicalJsonText('{"\\udc00":1}')).toBe('{"\\udc00":1}');
   });
 });

@@ -1,13 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { fingerprint } from '../../src/core/fingerprint.js';
+import type { FingerprintInput } from '../../src/core/fingerprint.js';
+import { fingerprint, mediaTypeField } from '../../src/core/fingerprint.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
-const fp = (body: string, over: Partial<Parameters<typeof fingerprint>[0]> = {}, fields?: string[]) =>
+const fp = (body: string, over: Partial<FingerprintInput> = {}, fields?: string[]) =>
   fingerprint({ method: 'POST', path: '/charges', contentType: 'application/json', body: enc(body), ...over }, { fields });
+/** The fingerprint of a body a framework parsed, its bytes gone (Fastify, Express after express.json()). */
+const parsed = (value: unknown, contentType: string | null = 'application/json', fields?: string[]) =>
+  fingerprint({ method: 'POST', path: '/charges', contentType, body: new Uint8Array(0), parsedJson: { value } }, { fields });
+/** The fingerprint of a body the adapter read and parsed (Express reading it itself): bytes and value. */
+const both = (text: string) =>
+  fingerprint({ method: 'POST', path: '/charges', contentType: 'application/json', body: enc(text), parsedJson: { value: JSON.parse(text) as unknown } });
 
 describe('fingerprint', () => {
-  it('is a SHA-256 hex digest', () => {
-    expect(fp('{}')).toMatch(/^[0-9a-f]{64}$/);
+  it('is v2: and a SHA-256 hex digest', () => {
+    expect(fp('{}')).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(fp('hello', { contentType: 'text/plain' })).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(parsed({ a: 1 })).toMatch(/^v2:[0-9a-f]{64}$/);
   });
 
   it('canonicalises JSON (RFC 8785): key order, whitespace and number spelling do not matter', () => {
@@ -15,6 +24,10 @@ describe('fingerprint', () => {
     expect(fp('{"a":"\\u00e9"}')).toBe(fp('{"a":"é"}'));
     expect(fp('{"a":1}')).not.toBe(fp('{"a":2}'));
     expect(fp('[1,2]')).not.toBe(fp('[2,1]'));
+    // The same body as bytes, as a parsed value, and as both, is one request.
+    const text = '{"b":[1,2.50],"a":{"y":null,"x":"é"}}';
+    expect(parsed(JSON.parse(text))).toBe(fp(text));
+    expect(both(text)).toBe(fp(text));
   });
 
   it('recognises +json media types', () => {
@@ -27,18 +40,84 @@ describe('fingerprint', () => {
     expect(fp('{"a":1,"b":2}', { contentType: 'text/plain' })).not.toBe(fp('{"b":2,"a":1}', { contentType: 'text/plain' }));
     expect(fp('{"a":', {})).not.toBe(fp('{"a": ', {}));
     expect(fp('{"a":', {})).toBe(fp('{"a":', {}));
-    // A JSON body and a raw body with the same bytes are not confused.
     expect(fp('{"a":1}')).not.toBe(fp('{"a":1}', { contentType: 'text/plain' }));
+    // Not UTF-8: raw bytes too.
+    const latin1 = fingerprint({ method: 'POST', path: '/x', contentType: 'application/json', body: new Uint8Array([0x22, 0xe9, 0x22]) });
+    expect(latin1).toMatch(/^v2:[0-9a-f]{64}$/);
   });
 
-  it('hashes JSON that RFC 8785 cannot canonicalise (a lone surrogate) as raw bytes instead of failing', () => {
-    expect(fp('{"a":"\\ud800"}')).toMatch(/^[0-9a-f]{64}$/);
-    expect(fp('{"a":"\\ud800"}')).toBe(fp('{"a":"\\ud800"}'));
+  it('includes the media type: one body under two media types is two requests (issue 14, item 11b)', () => {
+    expect(fp('{"a":1}', { contentType: 'application/merge-patch+json' })).not.toBe(fp('{"a":1}'));
+    // Invalid JSON sent as JSON, and the same bytes as text: both raw, still two requests.
+    expect(fp('{"not json', { contentType: 'text/plain' })).not.toBe(fp('{"not json', { contentType: 'application/json' }));
+    // A missing Content-Type is a media type of its own, and so is an empty one.
+    const types = [undefined, null, '', 'text/plain', 'application/octet-stream', 'application/json'];
+    const prints = types.map((contentType) => fp('{"not json', { contentType }));
+    expect(new Set(prints).size).toBe(5); // undefined and null are both "none"
+    expect(prints[0]).toBe(prints[1]);
+    // Only the essence counts: parameters, case and spaces do not.
+    expect(fp('{"a":1}', { contentType: 'Application/JSON; charset=utf-8' })).toBe(fp('{"a":1}'));
+    expect(fp('x', { contentType: 'text/plain;charset=utf-8' })).toBe(fp('x', { contentType: ' TEXT/PLAIN ; format=flowed' }));
+    // The parsed path too.
+    expect(parsed({ a: 1 }, 'application/merge-patch+json')).not.toBe(parsed({ a: 1 }));
+    expect(parsed({ a: 1 }, 'application/x-www-form-urlencoded')).not.toBe(parsed({ a: 1 }, null));
+  });
+
+  it('writes the media type as its lowercased essence, or null when absent', () => {
+    expect(mediaTypeField('application/json')).toBe('"application/json"');
+    expect(mediaTypeField('Application/Merge-Patch+JSON; charset=UTF-8')).toBe('"application/merge-patch+json"');
+    expect(mediaTypeField(undefined)).toBe('null');
+    expect(mediaTypeField(null)).toBe('null');
+    expect(mediaTypeField('')).toBe('""');
+    // The one-entry cache answers for the header it was given, not the one before.
+    expect(mediaTypeField('text/plain')).toBe('"text/plain"');
+    expect(mediaTypeField('text/html')).toBe('"text/html"');
+  });
+
+  it('keeps numbers beyond a double apart, by their exact digits (issue 14, item 11a)', () => {
+    expect(fp('{"amount":9007199254740993}')).not.toBe(fp('{"amount":9007199254740992}'));
+    expect(fp('{"amount":0.10000000000000001}')).not.toBe(fp('{"amount":0.1}'));
+    expect(fp('{"amount":1e400}')).not.toBe(fp('{"amount":1e401}'));
+    // Also when the adapter offers its parsed value, which cannot tell them apart.
+    expect(both('{"amount":9007199254740993}')).not.toBe(both('{"amount":9007199254740992}'));
+    expect(both('{"amount":9007199254740993}')).toBe(fp('{"amount":9007199254740993}'));
+    // Spellings of one value are one request; -0 is 0 (RFC 8785).
+    for (const spelling of ['1.0', '1e0', '10e-1', '0.1e1', '1E+0']) expect(fp(`{"amount":${spelling}}`), spelling).toBe(fp('{"amount":1}'));
+    expect(fp('[-0]')).toBe(fp('[0]'));
+    expect(fp('{"amount":9007199254740993.0}')).toBe(fp('{"amount":9007199254740993}'));
+  });
+
+  it('never throws: deep JSON, BigInt and other values a parser may produce (issue 14, item 10)', () => {
+    for (const depth of [6000, 100_000, 1001]) {
+      const text = '['.repeat(depth) + ']'.repeat(depth);
+      // Before: RangeError (Maximum call stack size exceeded) from JSON.stringify past ~5,000 levels.
+      expect(() => parsed(JSON.parse(text))).not.toThrow();
+      expect(fp(text)).toMatch(/^v2:[0-9a-f]{64}$/);
+      expect(parsed(JSON.parse(text))).toBe(fp(text));
+      expect(both(text)).toBe(fp(text));
+      // Non-JSON media types with a parsed value (a form parser, say) too.
+      expect(parsed(JSON.parse(text), 'application/x-www-form-urlencoded')).toMatch(/^v2:[0-9a-f]{64}$/);
+      expect(fp(text)).not.toBe(fp('['.repeat(depth + 1) + ']'.repeat(depth + 1)));
+    }
+    // BigInt from a custom JSON parser: 1n and 1 are different requests. Before: TypeError.
+    expect(() => parsed({ amount: 1n })).not.toThrow();
+    expect(parsed({ amount: 1n })).not.toBe(parsed({ amount: 1 }));
+    expect(parsed({ amount: 9007199254740993n })).not.toBe(parsed({ amount: 9007199254740992n }));
+    expect(parsed({ amount: 1n }, 'application/x-www-form-urlencoded')).not.toBe(parsed({ amount: 1 }, 'application/x-www-form-urlencoded'));
+    const circular: Record<string, unknown> = { a: 1 };
+    circular.self = circular;
+    for (const value of [circular, Number.NaN, Symbol('x'), undefined, () => 1, new Map([[1, 2]]), { a: '\ud800' }]) {
+      expect(parsed(value)).toMatch(/^v2:[0-9a-f]{64}$/);
+      expect(parsed(value, 'text/plain')).toMatch(/^v2:[0-9a-f]{64}$/);
+    }
+  });
+
+  it('hashes JSON with a lone surrogate canonically, each surrogate apart', () => {
+    expect(fp('{"a":"\\ud800"}')).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(fp('{"a":"\\ud800"}')).toBe(fp('{ "a" : "\\uD800" }'));
     expect(fp('{"a":"\\ud800"}')).not.toBe(fp('{"a":"\\ud801"}'));
-    const parsed = (text: string) =>
-      fingerprint({ method: 'POST', path: '/x', contentType: 'application/json', body: new Uint8Array(0), parsedJson: { value: JSON.parse(text) } });
-    expect(parsed('{"a":"\\ud800"}')).toMatch(/^[0-9a-f]{64}$/);
-    expect(parsed('{"a":"\\ud800"}')).not.toBe(parsed('{"a":"\\ud801"}'));
+    expect(parsed(JSON.parse('{"a":"\\ud800"}'))).toBe(fp('{"a":"\\ud800"}'));
+    expect(parsed(JSON.parse('{"a":"\\ud800"}'))).not.toBe(parsed(JSON.parse('{"a":"\\ud801"}')));
   });
 
   it('includes the method and the path with its query string', () => {
@@ -54,5 +133,10 @@ describe('fingerprint', () => {
     );
     expect(fp('{"amount":1}', {}, fields)).not.toBe(fp('{"amount":1,"customer":{"id":null}}', {}, fields));
     expect(fp('{"amount":1}', {}, fields)).not.toBe(fp('{"amount":2}', {}, fields));
+    // Exact digits in a chosen field, and inherited names are not fields.
+    expect(fp('{"amount":9007199254740993,"ts":1}', {}, fields)).not.toBe(fp('{"amount":9007199254740992,"ts":1}', {}, fields));
+    expect(fp('{"amount":9007199254740993,"ts":1}', {}, fields)).toBe(fp('{"ts":2,"amount":9007199254740993.00}', {}, fields));
+    expect(fp('{}', {}, ['constructor'])).not.toBe(fp('{"constructor":null}', {}, ['constructor']));
+    expect(parsed({}, 'application/json', ['constructor'])).not.toBe(parsed({ constructor: null }, 'application/json', ['constructor']));
   });
 });

@@ -569,6 +569,66 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(Buffer.from(record!.response!.body!)).toEqual(first.body);
       });
     });
+
+    describe('the fingerprint (issue 14, items 10 and 11)', () => {
+      const json = (body: string, k: string, type = 'application/json', path = '/charges') =>
+        send(app, path, { key: k, body, headers: { 'content-type': type } });
+      const refused = (r: Sent) => {
+        expect(r.status).toBe(422);
+        expect(r.json().type).toBe('https://idemkit.dev/problems/key-reused');
+      };
+
+      it('answers deep JSON (6,000 levels) without a 500, and runs it at most once per key', async () => {
+        const deep = '{"a":['.repeat(3000) + ']}'.repeat(3000);
+        const k = key();
+        const first = await json(deep, k, 'application/json', '/empty');
+        const again = await json(deep, k, 'application/json', '/empty');
+        for (const r of [first, again]) expect(r.status).not.toBe(500);
+        expect(state.executions).toBeLessThanOrEqual(1);
+        if (first.status === 204) {
+          expect(again.status).toBe(204);
+          expect(again.headers.get('idempotent-replayed')).toBe('true');
+        }
+        // A body one level shallower is another request.
+        if (first.status === 204) refused(await json('{"a":['.repeat(2999) + ']}'.repeat(2999), k, 'application/json', '/empty'));
+      });
+
+      it('tells numbers beyond 2^53 apart by their digits: 9007199254740993 after …992 is 422', async () => {
+        const k = key();
+        const first = await json('{"amount":9007199254740992}', k);
+        expect(first.status).toBe(201);
+        refused(await json('{"amount":9007199254740993}', k));
+        refused(await json('{"amount":0.10000000000000001}', k));
+        // Other spellings of the same value are the same request.
+        const replay = await json('{ "amount" : 9007199254740992.0 }', k);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.text).toBe(first.text);
+        expect(state.executions).toBe(1);
+      });
+
+      it('tells media types apart: the same bytes as application/merge-patch+json after application/json is 422', async () => {
+        const k = key();
+        const first = await json('{"amount":5}', k);
+        expect(first.status).toBe(201);
+        refused(await json('{"amount":5}', k, 'application/merge-patch+json'));
+        // Parameters and case are not the media type.
+        const replay = await json('{"amount":5}', k, 'Application/JSON; charset=utf-8');
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(state.executions).toBe(1);
+      });
+
+      it('does not replay a text/plain answer to the same bytes sent as (invalid) application/json', async () => {
+        const k = key();
+        const first = await json('{"not json', k, 'text/plain', '/text');
+        expect(first.status).toBe(200);
+        const again = await json('{"not json', k, 'application/json', '/text');
+        // Web and Hono read the bytes and answer 422; Express and Fastify refuse JSON that does not
+        // parse (400) before the key is claimed. Neither replays.
+        expect(again.headers.get('idempotent-replayed')).toBeNull();
+        if (again.status !== 400) refused(again);
+        expect(state.executions).toBe(1);
+      });
+    });
   });
 }
 
