@@ -209,7 +209,7 @@ async function shutdown(): Promise<never> {
 
 process.on('SIGTERM', () => void shutdown());
 process.on('SIGINT', () => void shutdown());
-process.on('disconnect', shutdown);
+process.on('disconnect', () => void shutdown());
 process.on('message', (message: { type?: string; on?: boolean }) => {
   if (message.type === 'time-store') return timeStore(message.on === true);
   if (message.type !== 'stats') return;

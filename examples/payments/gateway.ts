@@ -28,7 +28,7 @@ export async function startGateway(upstream: string, o: { seed: string; dropRate
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', async () => {
+    request.on('end', () => void (async () => {
       stats.requests++;
       const key = String(request.headers['idempotency-key'] ?? '');
       const attempt = (attempts.get(key) ?? 0) + 1;
@@ -66,7 +66,7 @@ export async function startGateway(upstream: string, o: { seed: string; dropRate
         if (!['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)) out[name] = value;
       });
       response.writeHead(upstreamResponse.status, out).end(body);
-    });
+    })());
   });
   // Long keep-alive: a socket the gateway closed while a client reused it would count as a lost answer.
   server.keepAliveTimeout = 60_000;

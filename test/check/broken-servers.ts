@@ -29,7 +29,7 @@ export async function startBroken(fault: Fault): Promise<Running> {
     await new Promise((resolve) => setTimeout(resolve, 5));
     return { status: 201, body: JSON.stringify({ id: randomUUID(), ...(JSON.parse(body || '{}') as object) }) };
   };
-  const server = createServer(async (req, res) => {
+  const server = createServer((req, res) => void (async () => {
     const body = await readBody(req);
     if (body === undefined) return; // the client went away (the race's 100-continue probe does)
     if (req.method !== 'POST' && req.method !== 'PATCH') return void res.writeHead(404).end();
@@ -55,7 +55,7 @@ export async function startBroken(fault: Fault): Promise<Running> {
     if (!entry.response) return void res.writeHead(409, { 'content-type': 'application/json', 'retry-after': '1' }).end('{"error":"in flight"}');
     if (fault === 'runs-twice') return send(await handler(body), true);
     return send(entry.response, true);
-  });
+  })());
   return listen(server);
 }
 

@@ -81,12 +81,12 @@ if (env('BROKER') === 'amqp') {
     console.log('ok');
   });
   console.log('ready');
-  process.once('SIGTERM', async () => {
+  process.once('SIGTERM', () => void (async () => {
     await consumer.cancel();
     await channel.close();
     await connection.close();
     await finish(consumer.stats);
-  });
+  })());
 } else {
   const nc = await connect({ servers: '127.0.0.1:4222' });
   const js = jetstream(nc);
@@ -116,8 +116,8 @@ if (env('BROKER') === 'amqp') {
     console.log('ok');
   });
   console.log('ready');
-  process.once('SIGTERM', async () => {
+  process.once('SIGTERM', () => void (async () => {
     await source.close();
     await finish(await running.done);
-  });
+  })());
 }

@@ -20,7 +20,7 @@ describe('memoryStore', () => {
     const store = memoryStore({ maxRecords: 3, clock: clock.now, sweepIntervalMs: 0 });
     for (const key of ['a', 'b', 'c']) expect((await store.claim({ scope: '', key }, 'fp', opts)).kind).toBe('acquired');
     await expect(store.claim({ scope: '', key: 'd' }, 'fp', opts)).rejects.toBeInstanceOf(StoreUnavailableError);
-    clock.advance(6000);
+    await clock.advance(6000);
     expect((await store.claim({ scope: '', key: 'd' }, 'fp', opts)).kind).toBe('acquired');
     expect(store.size).toBe(1);
   });

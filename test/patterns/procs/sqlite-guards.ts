@@ -10,7 +10,7 @@ const raw = new Database(file);
 raw.pragma('busy_timeout = 10000');
 const db = sqlExecutor(raw);
 
-process.on('message', async (message) => {
+process.on('message', (message) => void (async () => {
   if (message !== 'go') return;
   let inserted = 0;
   for (let k = 0; k < keys; k++) {
@@ -37,5 +37,5 @@ process.on('message', async (message) => {
     { inserted, changed: moved.filter((m) => m.changed).length, decremented: decremented.filter((d) => d.updated).length },
     () => process.exit(0),
   );
-});
+})());
 process.send!('ready');

@@ -6,7 +6,7 @@ const [file, sharedKey, distinctKeys] = process.argv.slice(2) as [string, string
 const store = sqliteStore({ database: new Database(file) });
 const opts = { leaseMs: 60_000, windowMs: 600_000 };
 
-process.on('message', async (message) => {
+process.on('message', (message) => void (async () => {
   if (message !== 'go') return;
   const shared = await Promise.all(Array.from({ length: 50 }, () => store.claim({ scope: 's', key: sharedKey }, 'fp', opts)));
   const keys = Number(distinctKeys);
@@ -15,5 +15,5 @@ process.on('message', async (message) => {
   );
   const won = (list: { kind: string }[]) => list.filter((c) => c.kind === 'acquired').length;
   process.send!({ shared: won(shared), distinct: won(distinct) }, () => process.exit(0));
-});
+})());
 process.send!('ready');
