@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import fp from 'fastify-plugin';
 import type { Execution, IdempotencyContext } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
-import { BodyTooLargeError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { BodyTooLargeError, IdemkitError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponseFromRecord } from '../core/response.js';
@@ -74,7 +74,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };
-    if (marked[kProtected]) throw new Error(`idemkit: the idempotency plugin is registered twice for ${route.url}`);
+    if (marked[kProtected]) throw new IdemkitError('ERR_IDEMKIT_MOUNTED_TWICE', `idemkit: the idempotency plugin is registered twice for ${route.url}; register it once`);
     marked[kProtected] = true;
     // Fastify reads and parses the body itself, within this limit; the fingerprint is taken from
     // what it parsed, so the body is neither buffered twice nor parsed twice.

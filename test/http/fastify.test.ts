@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/core/errors.js';
+import { IdemkitError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef } from '../../src/core/store.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { idempotency } from '../../src/http/fastify.js';
@@ -404,7 +404,14 @@ describe('fastify adapter', () => {
     const twice = Fastify();
     await twice.register(idempotency, { store });
     await twice.register(idempotency, { store });
-    expect(() => twice.post('/z', async () => ({}))).toThrow(/registered twice/);
+    let thrown: unknown;
+    try {
+      twice.post('/z', async () => ({}));
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(IdemkitError);
+    expect(thrown).toMatchObject({ code: 'ERR_IDEMKIT_MOUNTED_TWICE', message: expect.stringMatching(/registered twice/) });
     await twice.close();
   });
 });
