@@ -254,6 +254,9 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
     await acquire(fresh, 't', 'reused');
     expect(store.stats()).toEqual({ ...fresh.stats(), evicted: 0 });
     expect(fresh.stats()).toMatchObject({ records: 1, inFlight: 1, completed: 0 });
-    expect(fresh.stats().bytes).toBeLessThan(4096);
+    // …which holds no body: the same record completed with its 4,096-byte body counts that much more.
+    const completed = memoryStore({ sweepIntervalMs: 0, clock: clock.now });
+    await completeNew(completed, 't', 'reused', body(4096));
+    expect(completed.stats().bytes - fresh.stats().bytes).toBeGreaterThanOrEqual(4096);
   });
 });
