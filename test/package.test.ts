@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -7,6 +7,10 @@ const root = join(import.meta.dirname, '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   exports: Record<string, string | Record<string, string>>;
   bin: Record<string, string>;
+  scripts: Record<string, string>;
+  files: string[];
+  license: string;
+  keywords?: string[];
 };
 const entries = Object.entries(pkg.exports).filter((e): e is [string, Record<string, string>] => typeof e[1] === 'object');
 
@@ -45,8 +49,40 @@ describe('package exports', () => {
     expect(readFileSync(join(root, 'src/cli/main.ts'), 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
     if (!existsSync(join(root, 'dist'))) return;
     expect(readFileSync(join(root, pkg.bin.idemkit!), 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
+    // `npx idemkit` in a clone runs the built file itself: without an execute bit, `Permission denied`.
+    if (process.platform !== 'win32') expect(statSync(join(root, pkg.bin.idemkit!)).mode & 0o111).toBe(0o111);
     const run = spawnSync(process.execPath, [join(root, pkg.bin.idemkit!), '--help'], { encoding: 'utf8' });
     expect(run.status).toBe(0);
     expect(run.stdout + run.stderr).toMatch(/check <url>/);
+  });
+});
+
+describe('the README\'s two commands', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const block = /## Two commands\s+```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+  const commands = block
+    .split('\n')
+    .map((line) => line.replace(/#.*$/, '').trim())
+    .filter(Boolean);
+
+  it('are exactly two, and neither installs what the other already installed', () => {
+    expect(commands).toEqual(['npm run demo', 'npm test']);
+  });
+
+  it('each installs from the lockfile first when node_modules is missing or stale', () => {
+    expect(pkg.scripts.predemo).toBe('node scripts/ensure-deps.mjs');
+    expect(pkg.scripts.pretest).toBe('node scripts/ensure-deps.mjs');
+    const script = readFileSync(join(root, 'scripts/ensure-deps.mjs'), 'utf8');
+    expect(script).toMatch(/'ci'/);
+    expect(script).toMatch(/package-lock\.json/);
+  });
+});
+
+describe('package metadata', () => {
+  it('ships the MIT license text it declares', () => {
+    expect(pkg.license).toBe('MIT');
+    expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
+    expect(pkg.files).toContain('LICENSE');
+    expect(pkg.keywords).toContain('idempotency');
   });
 });
