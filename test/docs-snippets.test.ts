@@ -1,15 +1,16 @@
 /**
  * Every TypeScript block in README.md, README.zh-CN.md and docs/ type-checks, as a reader would
  * copy it, against the built package (`idemkit/...` resolves through package.json `exports` to
- * dist's declarations), under `strict` and `NodeNext`.
+ * dist's declarations), under `strict`, `NodeNext` and the other checks `tsc --init` turns on.
  *
  * A block may declare what it elides in a hidden prelude: an HTML comment right above its fence,
  * `<!-- prelude` … `-->`, whose lines are compiled before the block (and not shown). What the
  * reader sees and copies is the block itself; the prelude only declares the context around it (an
- * `app` made earlier on the page, a `pool` the reader already has).
+ * `app` made earlier on the page, a `pool` the reader already has). Pseudo-code and signatures are
+ * fenced as `text`, not `ts`.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -19,6 +20,11 @@ const workDir = join(root, '.docs-check');
 interface Snippet {
   /** `docs/patterns.md:120`: where the block's fence opens. */
   readonly where: string;
+  readonly markdown: string;
+  /** The markdown line of the block's first code line. */
+  readonly firstLine: number;
+  /** Spaces stripped from each line (a block inside a list item is indented). */
+  readonly indent: number;
   readonly file: string;
   readonly prelude: string;
   readonly code: string;
@@ -37,33 +43,58 @@ function markdownFiles(): string[] {
   return files;
 }
 
-const FENCE = /^```(?:ts|typescript)[^\S\n]*\n([\s\S]*?)^```[^\S\n]*$/gm;
-const PRELUDE = /^<!--\s*prelude[^\S\n]*\n([\s\S]*?)-->\s*$/;
-
-/** The hidden prelude right above a fence: the last `<!-- prelude` comment, with nothing but blank lines after it. */
-function preludeAbove(before: string): string {
-  const start = before.lastIndexOf('<!-- prelude');
-  return start === -1 ? '' : (PRELUDE.exec(before.slice(start))?.[1] ?? '');
-}
+/** Any fence that says TypeScript, whatever follows the language (`ts title="x"`), at any indent. */
+const OPENING = /^( *)```(?:ts|typescript|tsx|mts)(?:[^\S\n][^\n]*)?$/gim;
+/** The hidden prelude: a `<!-- prelude` comment (without a `-->` inside) followed only by blank lines. */
+const PRELUDE = /<!--\s*prelude[^\S\n]*\n((?:(?!-->)[\s\S])*?)-->\s*$/;
 
 function snippetsOf(path: string): Snippet[] {
   const text = readFileSync(path, 'utf8');
+  const markdown = relative(root, path);
   const found: Snippet[] = [];
-  for (const match of text.matchAll(FENCE)) {
-    const before = text.slice(0, match.index);
-    const line = before.split('\n').length;
-    const prelude = preludeAbove(before);
-    const where = `${relative(root, path)}:${line}`;
+  for (const open of text.matchAll(OPENING)) {
+    const indent = open[1]!.length;
+    const before = text.slice(0, open.index);
+    const fenceLine = before.split('\n').length;
+    const where = `${markdown}:${fenceLine}`;
+    const bodyStart = open.index + open[0].length + 1;
+    // The closing fence has at most the opening's indent (CommonMark allows less).
+    const close = new RegExp(`^ {0,${indent}}\`\`\`[^\\S\\n]*$`, 'm').exec(text.slice(bodyStart));
+    if (!close) throw new Error(`${where}: the TypeScript block is never closed`);
+    const code = text
+      .slice(bodyStart, bodyStart + close.index)
+      .split('\n')
+      .map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length)))
+      .join('\n');
+    const preludeStart = before.lastIndexOf('<!-- prelude');
+    const prelude = preludeStart === -1 ? '' : (PRELUDE.exec(before.slice(preludeStart))?.[1] ?? '');
     const file = `${where.replace(/[^A-Za-z0-9]+/g, '_')}.ts`;
-    found.push({ where, file, prelude, code: match[1]! });
+    found.push({ where, markdown, firstLine: fenceLine + 1, indent, file, prelude, code });
   }
   return found;
 }
 
 const snippets = markdownFiles().flatMap(snippetsOf);
-const built = existsSync(join(root, 'dist', 'core', 'index.d.ts'));
+const byFile = new Map(snippets.map((snippet) => [snippet.file, snippet]));
+const declarations = join(root, 'dist', 'core', 'index.d.ts');
+const built = existsSync(declarations);
+
+/** The newest modification time under a directory. */
+function newest(dir: string): number {
+  let time = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    time = Math.max(time, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
+  }
+  return time;
+}
+/** `npm run build` empties dist first, so a source newer than dist's entry point was not built. */
+const stale = built && newest(join(root, 'src')) > statSync(declarations).mtimeMs;
+
 /** Diagnostics by snippet file, filled by one `tsc` run over every block. */
 const diagnostics = new Map<string, string[]>();
+/** Diagnostics no block owns (a prelude's, a file tsc found on its own): they fail a test too. */
+const stray: string[] = [];
 /** How many lines the prelude and the module marker take ahead of the block, per file. */
 const offsets = new Map<string, number>();
 
@@ -80,6 +111,7 @@ beforeAll(() => {
   writeFileSync(
     join(workDir, 'tsconfig.json'),
     JSON.stringify({
+      // What a reader's project most likely has: `tsc --init`'s checks, on Node's ESM resolution.
       compilerOptions: {
         target: 'ES2022',
         module: 'NodeNext',
@@ -87,9 +119,11 @@ beforeAll(() => {
         lib: ['ES2023', 'DOM', 'DOM.Iterable'],
         types: ['node'],
         strict: true,
+        noUncheckedIndexedAccess: true,
+        verbatimModuleSyntax: true,
+        isolatedModules: true,
         noEmit: true,
         skipLibCheck: true,
-        esModuleInterop: true,
       },
       include: ['*.ts'],
     }),
@@ -98,16 +132,28 @@ beforeAll(() => {
     cwd: workDir,
     encoding: 'utf8',
   });
+  let last: string[] | undefined;
   for (const line of tsc.stdout.split('\n')) {
     const match = /^(.+?\.ts)\((\d+),(\d+)\): (error .*)$/.exec(line);
-    if (!match) continue;
-    const file = match[1]!.split(/[\\/]/).pop()!;
-    const blockLine = Number(match[2]) - (offsets.get(file) ?? 0);
-    const list = diagnostics.get(file) ?? [];
-    list.push(blockLine > 0 ? `block line ${blockLine}: ${match[4]}` : `prelude: ${match[4]}`);
-    diagnostics.set(file, list);
+    if (!match) {
+      // tsc indents the rest of a multi-line message ("Type 'x' is not assignable… / Property 'y' is missing…").
+      if (last && /^\s+\S/.test(line)) last[last.length - 1] += `\n${line}`;
+      continue;
+    }
+    const snippet = byFile.get(match[1]!.split(/[\\/]/).pop()!);
+    const blockLine = Number(match[2]) - (snippet ? offsets.get(snippet.file)! : 0);
+    if (!snippet || blockLine <= 0) {
+      stray.push(`${snippet ? `${snippet.where} (prelude)` : match[1]}: ${line}`);
+      last = stray;
+      continue;
+    }
+    // Where the reader finds it: the markdown file, line and column.
+    const at = `${snippet.markdown}:${snippet.firstLine + blockLine - 1}:${Number(match[3]) + snippet.indent}`;
+    last = diagnostics.get(snippet.file) ?? [];
+    last.push(`${at} ${match[4]}`);
+    diagnostics.set(snippet.file, last);
   }
-  if (tsc.status !== 0 && diagnostics.size === 0) throw new Error(`tsc failed without diagnostics: ${tsc.stdout}${tsc.stderr}`);
+  if (tsc.status !== 0 && diagnostics.size === 0 && stray.length === 0) throw new Error(`tsc failed without diagnostics: ${tsc.stdout}${tsc.stderr}`);
 }, 120_000);
 
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
@@ -115,11 +161,17 @@ afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 describe('TypeScript blocks in the READMEs and docs/', () => {
   it('are found (a changed fence syntax must not make this suite vacuous)', () => {
     expect(snippets.length).toBeGreaterThan(30);
-    if (!built) {
-      // CI builds first; elsewhere say loudly why nothing was checked.
-      if (process.env.CI === 'true') throw new Error('dist/ is missing: run `npm run build` before the tests');
-      console.warn('docs-snippets: dist/ is missing, so no block was type-checked; run `npm run build` first');
+    if (!built || stale) {
+      const why = built ? 'dist/ is older than src/' : 'dist/ is missing';
+      // CI builds first; elsewhere say loudly why nothing (or an old build) was checked.
+      if (process.env.CI === 'true') throw new Error(`${why}: run \`npm run build\` before the tests`);
+      console.warn(`docs-snippets: ${why}, so the blocks are ${built ? 'checked against an old build' : 'not type-checked'}; run \`npm run build\` first`);
     }
+  });
+
+  it('leave no diagnostic outside a block (preludes compile too)', () => {
+    if (!built) return;
+    expect(stray).toEqual([]);
   });
 
   it.each(snippets.map((snippet) => [snippet.where, snippet] as const))('%s compiles', (_where, snippet) => {
