@@ -120,6 +120,7 @@ beforeAll(() => {
         types: ['node'],
         strict: true,
         noUncheckedIndexedAccess: true,
+        exactOptionalPropertyTypes: true,
         verbatimModuleSyntax: true,
         isolatedModules: true,
         noEmit: true,
