@@ -5,7 +5,7 @@
  */
 import { InvalidOptionError } from '../core/errors.js';
 import { booleanOption, rejectUnknown } from '../core/validate.js';
-import { gateFor } from '../stores/sqlite-gate.js';
+import { gateFor } from '../drivers/connection-gate.js';
 
 export type SqlDialect = 'postgres' | 'sqlite' | 'mysql';
 

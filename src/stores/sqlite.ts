@@ -13,7 +13,7 @@ import type {
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
-import { gateFor } from './sqlite-gate.js';
+import { gateFor } from '../drivers/connection-gate.js';
 
 /** The part of a better-sqlite3 statement the store uses. */
 export interface SqliteStatement {

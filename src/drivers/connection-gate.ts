@@ -1,8 +1,9 @@
 /**
- * better-sqlite3 has one connection per Database: a statement run while a transaction is open
- * joins it. Everything in this process that uses one Database (the sqlite store, the patterns'
- * SQL executors) goes through the same gate, so nobody's statement lands in someone else's
- * transaction.
+ * One connection has one transaction at a time: a statement sent while a transaction is open on it
+ * joins that transaction. better-sqlite3 has one connection per Database, and a pg Client or a
+ * mysql2 connection is one too. Everything in this process that uses one such connection (the
+ * sqlite store, the SQL executors) goes through the same gate, so nobody's statement lands in
+ * someone else's transaction.
  */
 
 /**
