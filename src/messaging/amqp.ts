@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
 import { booleanOption, rejectUnknown } from '../core/validate.js';
-import type { SqlExecutor } from '../patterns/sql.js';
+import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';
 import { ADAPTER_KEYS, deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';

@@ -2,7 +2,7 @@ import { IdemkitError, InvalidOptionError } from '../core/errors.js';
 import { internalScope } from '../core/namespaces.js';
 import type { Clock, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { durationOption, rejectUnknown } from '../core/validate.js';
-import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import { InvalidMessageIdError, MissingMessageIdError } from './errors.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 

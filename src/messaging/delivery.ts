@@ -1,7 +1,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import { booleanOption, durationOption } from '../core/validate.js';
-import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
 import { consumeOnce, consumerOption, messageIdOption } from './consume.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { booleanOption, integerOption, rejectUnknown } from '../core/validate.js';
-import type { SqlExecutor } from '../patterns/sql.js';
+import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';

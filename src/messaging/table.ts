@@ -2,8 +2,8 @@ import { InvalidOptionError } from '../core/errors.js';
 import type { Clock } from '../core/store.js';
 import { systemClock } from '../core/store.js';
 import { integerOption } from '../core/validate.js';
-import type { SqlDatabase, SqlDialect, SqlExecutor } from '../patterns/sql.js';
-import { sqlExecutor } from '../patterns/sql.js';
+import type { SqlDatabase, SqlDialect, SqlExecutor } from '../drivers/sql-executor.js';
+import { sqlExecutor } from '../drivers/sql-executor.js';
 
 /** Default table of processed-message records. */
 export const DEFAULT_PROCESSED_TABLE = 'idemkit_processed_messages';

@@ -8,7 +8,7 @@ import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TY
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import { durationOption, integerOption, rejectUnknown } from '../core/validate.js';
 import { readLimited } from '../http/fetch-common.js';
-import type { SqlDatabase, SqlExecutor } from '../patterns/sql.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
 import { consumeOnce, consumerOption } from './consume.js';
 import { InvalidMessageIdError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';

@@ -3,7 +3,7 @@
  * (they are always bound parameters).
  */
 import { InvalidOptionError } from '../core/errors.js';
-import type { SqlDialect } from './sql.js';
+import type { SqlDialect } from '../drivers/sql-executor.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // PostgreSQL truncates names past 63 bytes, MySQL refuses them past 64: refuse both up front.

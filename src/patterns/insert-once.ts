@@ -6,8 +6,9 @@ import { InvalidOptionError } from '../core/errors.js';
 import { RowVanishedError } from './errors.js';
 import { entries, table as tableName, column } from './identifiers.js';
 import { rejectUnknown } from '../core/validate.js';
-import { sqlExecutor } from './sql.js';
-import type { SqlDatabase, SqlExecutor } from './sql.js';
+import { sqlExecutor } from '../drivers/sql-executor.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
+import { isDuplicateKey } from '../drivers/mysql.js';
 
 export interface InsertOnceOptions {
   /** The table, optionally `schema.table`. */
@@ -31,7 +32,6 @@ export interface InsertOnceResult<Row> {
 // A conflicting row that vanishes between the insert and the read (deleted by someone) costs
 // one more round; more than this is reported, not looped on.
 const ROUNDS = 3;
-const ER_DUP_ENTRY = 1062;
 
 /**
  * Inserts the row unless one with the same `conflict` key exists, and answers the stored row
@@ -96,9 +96,4 @@ export async function insertOnce<Row = Record<string, unknown>>(
     if (rows[0] !== undefined) return { inserted: false, row: rows[0] };
   }
   throw new RowVanishedError(options.table);
-}
-
-function isDuplicateKey(error: unknown): boolean {
-  const e = error as { errno?: unknown; code?: unknown } | null;
-  return typeof e === 'object' && e !== null && (e.errno === ER_DUP_ENTRY || e.code === 'ER_DUP_ENTRY');
 }

@@ -7,8 +7,8 @@ import { InvalidOptionError } from '../core/errors.js';
 import { IllegalTransitionError, InvalidStateMachineError, UnknownStateError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
 import { rejectUnknown } from '../core/validate.js';
-import { sqlExecutor } from './sql.js';
-import type { SqlDatabase, SqlExecutor } from './sql.js';
+import { sqlExecutor } from '../drivers/sql-executor.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 
 /** Each state → the states it may move to (a final state maps to `[]`). */
 export type StateMachineDefinition<S extends string = string> = { readonly [state in S]: readonly S[] };

@@ -7,8 +7,8 @@ import { InvalidOptionError } from '../core/errors.js';
 import { integerOption, rejectUnknown } from '../core/validate.js';
 import { VersionConflictError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
-import { sqlExecutor } from './sql.js';
-import type { SqlDatabase, SqlExecutor } from './sql.js';
+import { sqlExecutor } from '../drivers/sql-executor.js';
+import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 
 export interface VersionedUpdateOptions {
   /** The table, optionally `schema.table`. */

@@ -2,27 +2,8 @@
  * Pooled connections for the MySQL/MariaDB store, with a deadline on every statement.
  */
 import { StoreUnavailableError, TransactionEndedError } from '../core/errors.js';
-
-/** A bound parameter, as the store sends them. */
-export type MysqlValue = string | number | Buffer | null;
-
-/** The part of a mysql2/promise `PoolConnection` the store uses (declared here, so the driver stays the user's). */
-export interface MysqlConnection {
-  execute(options: { sql: string; rowsAsArray?: boolean }, values?: MysqlValue[]): Promise<[unknown, unknown]>;
-  query(sql: string): Promise<unknown>;
-  beginTransaction(): Promise<void>;
-  commit(): Promise<void>;
-  rollback(): Promise<void>;
-  release(): void;
-  destroy(): void;
-}
-
-/** The part of a mysql2/promise `Pool` (`createPool`) the store uses. */
-export interface MysqlPool {
-  getConnection(): Promise<MysqlConnection>;
-}
-
-const ER_LOCK_DEADLOCK = 1213;
+import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
+import { execute, inTransaction, isDeadlock, isFatal } from '../drivers/mysql.js';
 
 /**
  * Hands out pooled connections with a deadline on every statement. A connection that misses the
@@ -45,7 +26,7 @@ export class Connections {
       try {
         const [result] =
           via === 'execute'
-            ? await lease.within(what, lease.connection.execute({ sql, rowsAsArray: false }, values))
+            ? await lease.within(what, execute(lease.connection, sql, values))
             : ((await lease.within(what, lease.connection.query(sql))) as [unknown]);
         if (inTransaction(result)) {
           // Someone released this connection inside a transaction (or turned autocommit off): our
@@ -57,7 +38,7 @@ export class Connections {
         return { result, ambiguous: attempt > 1 };
       } catch (error) {
         lease.done(error);
-        const retry = (isFatal(error) && attempt === 1) || (errno(error) === ER_LOCK_DEADLOCK && attempt < 3);
+        const retry = (isFatal(error) && attempt === 1) || (isDeadlock(error) && attempt < 3);
         if (!retry) throw error;
       }
     }
@@ -78,7 +59,7 @@ export class Connections {
       execute: async (what: string, sql: string, values: MysqlValue[]) => {
         if (!open) throw new TransactionEndedError(`mysql store: ${what} after the transaction ended`);
         try {
-          const [result] = await lease.within(what, lease.connection.execute({ sql, rowsAsArray: false }, values));
+          const [result] = await lease.within(what, execute(lease.connection, sql, values));
           if (inTransaction(result) === false) {
             // The transaction was already over (a deadlock rolls it back whole, and the handler went
             // on; or the handler committed on its own): this statement ran in autocommit.
@@ -128,7 +109,7 @@ class Lease {
   private finished = false;
 
   constructor(
-    readonly connection: MysqlConnection,
+    readonly connection: MysqlPoolConnection,
     private readonly timeoutMs: number,
   ) {}
 
@@ -169,20 +150,4 @@ function deadline<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Prom
       },
     );
   });
-}
-
-export function errno(error: unknown): number | undefined {
-  const n = (error as { errno?: unknown } | null)?.errno;
-  return typeof n === 'number' ? n : undefined;
-}
-
-/** The SERVER_STATUS_IN_TRANS bit of a write's OK packet; undefined for row sets. */
-export function inTransaction(result: unknown): boolean | undefined {
-  const status = (result as { serverStatus?: unknown } | null)?.serverStatus;
-  return typeof status === 'number' ? (status & 1) === 1 : undefined;
-}
-
-/** mysql2 marks errors that broke the connection (lost, reset, closed) as fatal. */
-export function isFatal(error: unknown): boolean {
-  return (error as { fatal?: unknown } | null)?.fatal === true;
 }

@@ -12,11 +12,14 @@ import type {
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { checkRecordRef, integerOption } from '../core/validate.js';
-import type { MysqlConnection, MysqlPool, MysqlValue } from './mysql-connections.js';
-import { Connections, errno } from './mysql-connections.js';
+import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
+import { isDuplicateKey } from '../drivers/mysql.js';
+import { Connections } from './mysql-connections.js';
 import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
 
-export type { MysqlConnection, MysqlPool, MysqlValue } from './mysql-connections.js';
+export type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
+/** The pooled connection the store uses (release, destroy): the name it had before `MysqlPoolConnection`. */
+export type MysqlConnection = MysqlPoolConnection;
 export { mysqlSchema } from './mysql-sql.js';
 
 export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
@@ -53,7 +56,6 @@ const CLAIM_ROUNDS = 5;
 const MAX_PACKET = 1024 * 1024 * 1024;
 // setTimeout fires at once for longer delays.
 const MAX_TIMER_MS = 2_147_483_647;
-const ER_DUP_ENTRY = 1062;
 
 /**
  * The store on MySQL 5.7+/8 or MariaDB 10.3+ through a mysql2/promise pool. Leases and windows
@@ -84,7 +86,7 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
     try {
       return affectedRows((await db.run(what, statement, values)).result) === 1;
     } catch (error) {
-      if (errno(error) === ER_DUP_ENTRY) return false;
+      if (isDuplicateKey(error)) return false;
       throw error;
     }
   }

@@ -12,36 +12,13 @@ import type {
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { checkRecordRef, integerOption } from '../core/validate.js';
+import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
+import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
 import { postgresStatements, resolveNames } from './postgres-sql.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
 
-/** What a query answers; node-postgres' `QueryResult` fits. */
-export interface PostgresQueryResult {
-  readonly rows: readonly unknown[];
-  readonly rowCount: number | null;
-  /** The command tag; a COMMIT of a failed transaction answers `ROLLBACK`. */
-  readonly command?: string;
-}
-
-/** The part of a checked-out node-postgres client the store uses (a `pg.PoolClient` fits). */
-export interface PostgresClient {
-  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
-  /** Returns the client to its pool; with an error, the pool discards it instead. */
-  release(error?: Error | boolean): void;
-  /**
-   * A pg client emits 'error' when its connection dies; with no listener that would crash the
-   * process, so the store listens while it holds the client.
-   */
-  on?(event: 'error', listener: (error: Error) => void): unknown;
-  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
-}
-
-/** The part of a node-postgres `Pool` the store uses (declared here, so the driver stays the user's). */
-export interface PostgresPool<Client extends PostgresClient = PostgresClient> {
-  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
-  connect(): Promise<Client>;
-}
+export type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 
 /**
  * The client type a pool hands out, so `tx` keeps the driver's API (`pg.PoolClient` for a
@@ -224,10 +201,7 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
           throw unavailable(command.toLowerCase(), where, error);
         }
         held.release();
-        // PostgreSQL answers COMMIT of a transaction in which a statement failed with ROLLBACK, not an error.
-        if (command === 'COMMIT' && result.command === 'ROLLBACK') {
-          throw new StoreUnavailableError(`postgres store: the transaction had failed, so COMMIT rolled it back (${where})`);
-        }
+        if (command === 'COMMIT' && commitRolledBack(result)) throw rolledBackCommitError(`postgres store: commit on ${where}`);
       };
       // After commit or rollback the client is back in the pool, maybe inside another request's
       // transaction: a late statement must never run on it.
@@ -246,30 +220,8 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
   };
 }
 
-/** Keeps a checked-out client's connection errors from crashing the process, and releases it once. */
-function holdClient(client: PostgresClient) {
-  let broken: Error | undefined;
-  const onError = (error: Error) => {
-    broken = error;
-  };
-  client.on?.('error', onError);
-  const held = {
-    released: false,
-    release(error?: unknown) {
-      if (held.released) return;
-      held.released = true;
-      client.removeListener?.('error', onError);
-      const reason = error ?? broken;
-      client.release(reason === undefined ? undefined : reason instanceof Error ? reason : new Error(String(reason)));
-    },
-  };
-  return held;
-}
-
 function unavailable(operation: string, where: string, error: unknown): StoreUnavailableError {
-  const code = (error as { code?: unknown } | null)?.code;
-  // 42P01 undefined table, 42883 undefined function: the schema was never applied.
-  const hint = code === '42P01' || code === '42883' ? ' (run store.migrate() or sql/postgres.sql first)' : '';
+  const hint = isMissingSchema(error) ? ' (run store.migrate() or sql/postgres.sql first)' : '';
   const message = error instanceof Error ? error.message : String(error);
   return new StoreUnavailableError(`postgres store: ${operation} on ${where} failed: ${message}${hint}`, { cause: error });
 }

@@ -4,24 +4,26 @@ import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRe
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
+import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../drivers/redis.js';
+import { evalScript, sendBuffer, writeCoalescer } from '../drivers/redis.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
 import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
 
-export type RedisArgument = string | Buffer | number;
+export type { RedisArgument } from '../drivers/redis.js';
 
 /**
- * The part of an ioredis client the store uses (declared here, so the driver stays the user's).
- * Replies must keep bulk strings as Buffers: response bodies are bytes, not text.
+ * The part of an ioredis client the store uses. Replies must keep bulk strings as Buffers:
+ * response bodies are bytes, not text.
  */
-export interface RedisCommandClient {
-  callBuffer(command: string, ...args: RedisArgument[]): Promise<unknown>;
-}
+export type RedisCommandClient = Required<Pick<DriverRedisClient, 'callBuffer'>>;
 
-/** An ioredis `Redis` or `Cluster`. `nodes` exists on a Cluster; `reap` scans each master. */
-export interface RedisClient extends RedisCommandClient {
-  nodes?(role: 'master'): RedisCommandClient[];
-}
+/**
+ * What the store accepts: an ioredis `Redis` or `Cluster` (`callBuffer`, Buffer replies). `nodes`
+ * exists on a Cluster (`reap` scans each master); `stream`, on a standalone client, lets
+ * `coalesceWrites` cork its socket. A node-redis client does not fit: the store needs Buffer replies.
+ */
+export type RedisClient = RedisBufferClient;
 
 export interface RedisStoreOptions {
   /**
@@ -81,43 +83,6 @@ const SCAN_COUNT = 500;
 const CLOCK_MARGIN_MS = 5_000;
 
 /**
- * Sends one command with Buffer replies. ioredis defines a Buffer method per command at run time
- * (`evalshaBuffer`, `scanBuffer`, …) but types only `callBuffer`, and under
- * `enableAutoPipelining` `callBuffer` loses the command name (Redis answers "unknown command
- * '<sha>'"). So the per-command method is used where it exists, `callBuffer` elsewhere.
- */
-function send(client: RedisCommandClient, command: 'evalsha' | 'eval' | 'scan' | 'set', args: RedisArgument[]): Promise<unknown> {
-  const method = (client as unknown as Record<string, unknown>)[`${command}Buffer`];
-  if (typeof method === 'function') return (method as (...a: RedisArgument[]) => Promise<unknown>).apply(client, args);
-  return client.callBuffer(command, ...args);
-}
-
-/** The socket of a standalone ioredis client (`client.stream`); a Cluster has none. */
-interface CorkableStream {
-  cork(): void;
-  uncork(): void;
-}
-
-/** Corks the client's current socket once per event-loop turn; see `coalesceWrites`. */
-function writeCoalescer(client: RedisClient): () => void {
-  let corked: CorkableStream | undefined;
-  const uncork = () => {
-    const stream = corked;
-    corked = undefined;
-    stream?.uncork();
-  };
-  return () => {
-    // Read each time: ioredis replaces the socket when it reconnects.
-    const stream = (client as { stream?: Partial<CorkableStream> }).stream;
-    if (stream === undefined || stream === corked || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function') return;
-    if (corked !== undefined) corked.uncork();
-    corked = stream as CorkableStream;
-    corked.cork();
-    setImmediate(uncork);
-  };
-}
-
-/**
  * The Redis key of a record. The pair is hashed: braces in a scope or key cannot break the
  * `{…}` hash tag, and JSON of the pair is injective, so two pairs never share a key. The tag
  * keeps any future companion key of a record on the record's Cluster slot.
@@ -164,15 +129,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   /** Runs one script on one record: EVALSHA, or EVAL when the server has lost its script cache. */
   async function run(script: LuaScript, key: string, ref: RecordRef | undefined, args: RedisArgument[]): Promise<unknown> {
     try {
-      try {
-        coalesce?.();
-        return await send(client, 'evalsha', [script.sha, 1, key, graceMs, ...args]);
-      } catch (error) {
-        // NOSCRIPT: the node's cache is empty (restart, failover, SCRIPT FLUSH, a new Cluster
-        // node). The script did not run, so running it by EVAL is safe, and EVAL caches it again.
-        if (!messageOf(error).startsWith('NOSCRIPT')) throw error;
-        return await send(client, 'eval', [script.source, 1, key, graceMs, ...args]);
-      }
+      return await evalScript(script, (command, shaOrSource) => {
+        if (command === 'evalsha') coalesce?.();
+        return sendBuffer(client, command, [shaOrSource, 1, key, graceMs, ...args]);
+      });
     } catch (error) {
       const message = messageOf(error);
       if (message.startsWith(CORRUPT_CODE)) throw corrupt(key, ref, message.slice(CORRUPT_CODE.length).trim());
@@ -237,7 +197,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     let reply: unknown;
     try {
       coalesce?.();
-      reply = await send(client, 'set', [key, fresh, 'PX', ttlMs, 'NX', 'GET']);
+      reply = await sendBuffer(client, 'set', [key, fresh, 'PX', ttlMs, 'NX', 'GET']);
     } catch (error) {
       const message = messageOf(error);
       if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, WRONG_TYPE);
@@ -322,7 +282,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       do {
         let reply: unknown;
         try {
-          reply = await send(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
+          reply = await sendBuffer(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
         } catch (error) {
           throw new StoreUnavailableError(`redis store: reap failed: ${messageOf(error)}`, { cause: error });
         }

@@ -14,21 +14,10 @@ import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/st
 import { newOwnerToken } from '../core/token.js';
 import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
 import { gateFor } from '../drivers/connection-gate.js';
+import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
+import { BEGIN } from '../drivers/sqlite.js';
 
-/** The part of a better-sqlite3 statement the store uses. */
-export interface SqliteStatement {
-  run(params?: object): { changes: number };
-  get(params?: object): unknown;
-  all(params?: object): unknown[];
-}
-
-/** The part of a better-sqlite3 `Database` the store uses (declared here, so the driver stays the user's). */
-export interface SqliteDatabase {
-  prepare(sql: string): SqliteStatement;
-  exec(sql: string): unknown;
-  pragma(source: string, options?: { simple?: boolean }): unknown;
-  readonly inTransaction: boolean;
-}
+export type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 
 export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> {
   /** A better-sqlite3 Database, opened by the caller. Required. */
@@ -243,8 +232,8 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     async beginTransaction(): Promise<StoreTransaction<DB>> {
       const unlock = await gate.lock();
       try {
-        // IMMEDIATE takes the file's write lock now, so the completion cannot fail on lock upgrade later.
-        db.exec('BEGIN IMMEDIATE');
+        // IMMEDIATE: the completion cannot fail on lock upgrade later.
+        db.exec(BEGIN);
       } catch (error) {
         unlock();
         throw new StoreUnavailableError('sqlite store: could not begin a transaction', { cause: error });
