@@ -146,6 +146,25 @@ async function runTransaction<T>(
   return result;
 }
 
+/**
+ * A transaction on a connection checked out of a pool for it. `giveBack` gets the error of a
+ * failed ROLLBACK, if any: such a connection may still be inside the transaction, and must be
+ * discarded rather than handed to the next caller.
+ */
+async function checkedOutTransaction<T>(
+  steps: TransactionSteps,
+  inner: SqlExecutor,
+  fn: (tx: SqlExecutor) => Promise<T>,
+  giveBack: (broken: Error | undefined) => void,
+): Promise<T> {
+  let broken: Error | undefined;
+  try {
+    return await runTransaction(steps, inner, fn, (error) => (broken = error));
+  } finally {
+    giveBack(broken);
+  }
+}
+
 /** A transaction on a single connection, behind its gate: our other statements on it wait. */
 async function gatedTransaction<T>(gate: ReturnType<typeof gateFor>, steps: TransactionSteps, inner: SqlExecutor, fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
   const unlock = await gate.lock();
@@ -220,13 +239,7 @@ function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
     async transaction(fn) {
       const client = await pool.connect();
       const held = holdClient(client);
-      let broken: Error | undefined;
-      try {
-        return await runTransaction(pgSteps(client), pgClientExecutor(client, true), fn, (error) => (broken = error));
-      } finally {
-        // A client whose ROLLBACK failed may still be inside the transaction: discard it.
-        held.release(broken);
-      }
+      return checkedOutTransaction(pgSteps(client), pgClientExecutor(client, true), fn, (broken) => held.release(broken));
     },
   });
 }
@@ -327,14 +340,10 @@ function mysqlPoolExecutor(pool: MysqlPoolLike): SqlExecutor {
     query: (sql, params) => mysqlQuery(pool, sql, params),
     async transaction(fn) {
       const conn = await pool.getConnection();
-      let healthy = true;
-      try {
-        return await runTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, () => (healthy = false));
-      } finally {
-        // A connection whose ROLLBACK failed may still hold the transaction: close it, the server rolls back.
-        if (healthy || typeof conn.destroy !== 'function') conn.release();
-        else conn.destroy();
-      }
+      // Closed rather than released when broken: the server rolls back what it still holds.
+      return checkedOutTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, (broken) =>
+        broken === undefined || typeof conn.destroy !== 'function' ? conn.release() : conn.destroy(),
+      );
     },
   });
 }

@@ -1,19 +1,4 @@
-export { sqlExecutor, toPgPlaceholders } from './sql.js';
-export type {
-  MysqlConnectionLike,
-  MysqlPoolLike,
-  MysqlValue,
-  PgClientLike,
-  PgPoolLike,
-  PgQueryResult,
-  SqlDatabase,
-  SqlDialect,
-  SqlExecutor,
-  SqlExecutorOptions,
-  SqlResult,
-  SqliteDatabaseLike,
-  SqliteStatementLike,
-} from './sql.js';
+export * from './sql.js';
 export { insertOnce } from './insert-once.js';
 export type { InsertOnceOptions, InsertOnceResult } from './insert-once.js';
 export { stateMachine, transition } from './state-machine.js';
