@@ -146,23 +146,33 @@ async function runTransaction<T>(
   return result;
 }
 
-/**
- * A transaction on a connection checked out of a pool for it. `giveBack` gets the error of a
- * failed ROLLBACK, if any: such a connection may still be inside the transaction, and must be
- * discarded rather than handed to the next caller.
- */
-async function checkedOutTransaction<T>(
-  steps: TransactionSteps,
-  inner: SqlExecutor,
-  fn: (tx: SqlExecutor) => Promise<T>,
-  giveBack: (broken: Error | undefined) => void,
-): Promise<T> {
-  let broken: Error | undefined;
-  try {
-    return await runTransaction(steps, inner, fn, (error) => (broken = error));
-  } finally {
-    giveBack(broken);
-  }
+/** A connection checked out of a pool for one transaction. */
+interface CheckedOut {
+  readonly steps: TransactionSteps;
+  /** The executor joined to the transaction, handed to fn. */
+  readonly inner: SqlExecutor;
+  /**
+   * Back to the pool. `broken` is the error of a failed ROLLBACK: such a connection may still be
+   * inside the transaction, and must be discarded rather than handed to the next caller.
+   */
+  giveBack(broken: Error | undefined): void;
+}
+
+/** An executor on a pool: statements on the pool, each transaction on a connection of its own. */
+function poolExecutor(dialect: SqlDialect, query: SqlExecutor['query'], checkout: () => Promise<CheckedOut>): SqlExecutor {
+  return brand({
+    dialect,
+    query,
+    async transaction(fn) {
+      const { steps, inner, giveBack } = await checkout();
+      let broken: Error | undefined;
+      try {
+        return await runTransaction(steps, inner, fn, (error) => (broken = error));
+      } finally {
+        giveBack(broken);
+      }
+    },
+  });
 }
 
 /** A transaction on a single connection, behind its gate: our other statements on it wait. */
@@ -233,14 +243,10 @@ function pgSteps(client: PgClientLike): TransactionSteps {
 }
 
 function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
-  return brand({
-    dialect: 'postgres',
-    query: (sql, params) => pgQuery(pool, sql, params),
-    async transaction(fn) {
-      const client = await pool.connect();
-      const held = holdClient(client);
-      return checkedOutTransaction(pgSteps(client), pgClientExecutor(client, true), fn, (broken) => held.release(broken));
-    },
+  return poolExecutor('postgres', (sql, params) => pgQuery(pool, sql, params), async () => {
+    const client = await pool.connect();
+    const held = holdClient(client);
+    return { steps: pgSteps(client), inner: pgClientExecutor(client, true), giveBack: (broken) => held.release(broken) };
   });
 }
 
@@ -335,15 +341,13 @@ function mysqlSteps(conn: MysqlConnectionLike): TransactionSteps {
 }
 
 function mysqlPoolExecutor(pool: MysqlPoolLike): SqlExecutor {
-  return brand({
-    dialect: 'mysql',
-    query: (sql, params) => mysqlQuery(pool, sql, params),
-    async transaction(fn) {
-      const conn = await pool.getConnection();
+  return poolExecutor('mysql', (sql, params) => mysqlQuery(pool, sql, params), async () => {
+    const conn = await pool.getConnection();
+    return {
+      steps: mysqlSteps(conn),
+      inner: mysqlConnectionExecutor(conn, true),
       // Closed rather than released when broken: the server rolls back what it still holds.
-      return checkedOutTransaction(mysqlSteps(conn), mysqlConnectionExecutor(conn, true), fn, (broken) =>
-        broken === undefined || typeof conn.destroy !== 'function' ? conn.release() : conn.destroy(),
-      );
-    },
+      giveBack: (broken) => (broken === undefined || typeof conn.destroy !== 'function' ? conn.release() : conn.destroy()),
+    };
   });
 }
