@@ -15,7 +15,7 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
 const entries = Object.entries(pkg.exports).filter((e): e is [string, Record<string, string>] => typeof e[1] === 'object');
 
 describe('package exports', () => {
-  it('lists every subpath the docs promise, types first', () => {
+  it('lists every subpath the docs promise, the source condition first, then types, then default', () => {
     expect(entries.map(([name]) => name)).toEqual([
       '.',
       './stores/memory',
@@ -31,8 +31,11 @@ describe('package exports', () => {
       './patterns',
       './messaging',
       './check',
+      './kit',
     ]);
-    for (const [, conditions] of entries) expect(Object.keys(conditions)[0]).toBe('types');
+    // `idemkit-source` goes before `types`: TypeScript (customConditions in tsconfig.json) takes the
+    // first condition that matches, and would otherwise check this repository against a stale dist/.
+    for (const [, conditions] of entries) expect(Object.keys(conditions)).toEqual(['idemkit-source', 'types', 'default']);
   });
 
   it.each(entries)('%s points at existing sources, and at built files once built', async (_name, conditions) => {
