@@ -8,7 +8,7 @@ import type { IdempotencyStore, StoredResponse } from 'idemkit';
 import { fingerprint } from 'idemkit';
 import type { StoreKind } from './shared.js';
 import { openBenchStore } from './stores.js';
-import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE, SERVER_STORES, median } from './shared.js';
+import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE, median } from './shared.js';
 
 export interface RawStoreResult {
   readonly store: Exclude<StoreKind, 'none'>;
@@ -110,8 +110,8 @@ function measureFingerprint(iterations: number): number {
   return Number(process.hrtime.bigint() - start) / 1e3 / iterations;
 }
 
-export async function measureRawStores(iterations: number, repetitions: number): Promise<RawResults> {
+export async function measureRawStores(kinds: ReadonlyArray<Exclude<StoreKind, 'none'>>, iterations: number, repetitions: number): Promise<RawResults> {
   const stores: RawStoreResult[] = [];
-  for (const kind of SERVER_STORES) stores.push(await measureStore(kind, iterations, repetitions));
+  for (const kind of kinds) stores.push(await measureStore(kind, iterations, repetitions));
   return { iterations, repetitions, stores, fingerprintMicros: measureFingerprint(iterations) };
 }

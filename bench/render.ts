@@ -6,11 +6,11 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { notApplicable } from './peers/applicability.js';
-import type { Row } from './report.js';
-import type { BenchResults } from './results.js';
-import { writeChart, writeResultsMarkdown } from './results.js';
+import { writeChart } from './chart.js';
+import { writeResultsMarkdown } from './markdown.js';
+import type { BenchResults, Row } from './results.js';
 
 const latest = JSON.parse(readFileSync(new URL('./results/latest.json', import.meta.url), 'utf8')) as BenchResults & { rows: Row[] };
 writeFileSync(new URL('./RESULTS.md', import.meta.url), writeResultsMarkdown(latest, latest.rows, notApplicable));
-writeChart(latest, new URL('./results-chart.svg', import.meta.url), new URL('./results-chart.png', import.meta.url));
-process.stderr.write('written: bench/RESULTS.md, bench/results-chart.svg, bench/results-chart.png\n');
+writeChart(latest, new URL('./results-chart.svg', import.meta.url));
+process.stderr.write('written: bench/RESULTS.md, bench/results-chart.svg\n');

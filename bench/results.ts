@@ -1,13 +1,9 @@
 /**
- * bench/RESULTS.md and the ratio chart (bench/results-chart.svg and .png), from one `npm run bench`
- * run. Every figure is against the bare
- * framework measured in the same run.
+ * What one `npm run bench` run measured (bench/results/latest.json holds it whole), and the
+ * figures derived from it that the report (markdown.ts) and the chart (chart.ts) both show.
  */
-import { writeFileSync } from 'node:fs';
-import { ADVANCE, Raster, parseColor } from './png.js';
+import type { LoadSample } from './harness.js';
 import type { RawResults } from './raw-store.js';
-import type { ConfigResult, ReportMeta, Row } from './report.js';
-import { baselineOf } from './report.js';
 import type { Framework, Impl, StoreKind, Workload } from './shared.js';
 
 export interface Subject {
@@ -47,7 +43,15 @@ export interface LatencyResult {
   readonly errors: number;
 }
 
-export interface BenchMeta extends ReportMeta {
+export interface BenchMeta {
+  readonly date: string;
+  readonly node: string;
+  readonly cpus: string;
+  readonly commit: string;
+  readonly durationSec: number;
+  readonly runs: number;
+  readonly warmupSec: number;
+  readonly connections: number;
   readonly memory: string;
   readonly command: string;
   readonly elapsedSec: number;
@@ -64,6 +68,7 @@ export interface BenchMeta extends ReportMeta {
   readonly peers: readonly Impl[];
 }
 
+
 export interface BenchResults {
   readonly meta: BenchMeta;
   readonly raw: RawResults;
@@ -73,533 +78,177 @@ export interface BenchResults {
   readonly skipped: ReadonlyArray<{ framework: Framework; plan: string; impl: Impl; store: StoreKind; reason: string }>;
 }
 
-type NotApplicableFn = (impl: Impl, framework: Framework, store: StoreKind) => string | undefined;
+/** One server configuration: warm-up, then `runs` measured runs; the medians summarise them. */
+export interface ConfigResult {
+  readonly impl: Impl;
+  readonly framework: Framework;
+  readonly store: StoreKind;
+  readonly workload: Workload;
+  readonly delayMs: number;
+  readonly runs: readonly LoadSample[];
+  readonly reqPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly serverCpuMicrosPerReq: number;
+  readonly serverSysMicrosPerReq: number;
+  readonly serverCpuPercent: number;
+  readonly otherCpuPercent: number | undefined;
+  /** (max − min) / median of the runs' req/s, in %. */
+  readonly spreadPercent: number;
+  /** Runs thrown away and redone because other processes were busy during them. */
+  readonly discardedRuns: number;
+  /** Why the measurement cannot be trusted (non-2xx answers, socket errors, wrong execution count). */
+  readonly problems: readonly string[];
+  /** Answers per HTTP status over all measured runs. */
+  readonly statuses: Readonly<Record<string, number>>;
+  /** Double executions seen during the measured runs (contention workload; 0 elsewhere). */
+  readonly duplicates: number;
+  /**
+   * µs per request spent inside the store's claim and complete in the server, during one more run
+   * after the timed ones (in-process stores only; see `storeTimeInServer` in run.ts).
+   */
+  readonly storeMicrosInServer?: number;
+  /**
+   * The bare framework measured next to this configuration: one run just before its runs and one
+   * just after, averaged. A machine that slows down while the bench runs (seen here: the same bare
+   * server 40 % slower twenty minutes in) then moves both sides of a ratio, not one.
+   */
+  readonly baseline?: Baseline;
+}
 
-const STORE_ORDER: readonly StoreKind[] = ['memory', 'sqlite', 'postgres', 'redis'];
-const IMPLS: readonly Impl[] = ['idemkit', 'node-idempotency', 'express-idempotency', 'powertools'];
-const IMPL_TITLE: Record<Impl, string> = {
-  bare: 'bare',
-  idemkit: 'idemkit',
-  'node-idempotency': '@node-idempotency/core',
-  'express-idempotency': 'express-idempotency',
-  powertools: 'Powertools idempotency',
+/** What a ratio is taken against. */
+export interface Baseline {
+  readonly reqPerSec: number;
+  readonly p99Ms: number;
+  readonly serverCpuMicrosPerReq: number;
+  readonly serverSysMicrosPerReq: number;
+}
+
+/** The bare figures to compare `c` with: its adjacent baseline, else the bare configuration of its group. */
+export function baselineOf(configs: readonly ConfigResult[], c: ConfigResult): Baseline | undefined {
+  if (c.baseline) return c.baseline;
+  return configs.find((b) => b.impl === 'bare' && b.framework === c.framework && b.workload === c.workload && b.delayMs === c.delayMs);
+}
+
+export type Check = 'PASS' | 'MISS';
+
+export interface Row {
+  readonly framework: Framework;
+  readonly store: Exclude<StoreKind, 'none'>;
+  readonly workload: Workload;
+  readonly delayMs: number;
+  readonly bareReqPerSec: number;
+  readonly withReqPerSec: number;
+  /** with / bare, in %. */
+  readonly ratioPercent: number;
+  readonly bareP99Ms: number;
+  readonly withP99Ms: number;
+  /** (1/with − 1/bare) × 1e6: the time the middleware adds per request on the single-threaded server. */
+  readonly addedMicros: number;
+  /** The same, measured directly: server CPU µs per request with, minus bare (all threads, user + system). */
+  readonly addedCpuMicros: number;
+  /** The kernel (system) part of addedCpuMicros. */
+  readonly addedSysMicros: number;
+  /** The raw store time of this workload's store operations (0 for no-key). */
+  readonly rawStoreMicros: number;
+  /** 1.3 × raw + 15 µs. */
+  readonly budgetMicros: number;
+  /** The same store operations timed inside the server under this load (in-process stores only). */
+  readonly storeMicrosInServer: number | undefined;
+  readonly addedCheck: Check | undefined;
+  readonly ratioTargetPercent: number | undefined;
+  readonly ratioCheck: Check | undefined;
+}
+
+/** Throughput targets: memory store, with/bare. */
+const RATIO_TARGETS: Partial<Record<`${Framework}/${Workload}`, number>> = {
+  'express/new-key': 85,
+  'express/replay': 90,
+  'fastify/new-key': 70,
+  'fastify/replay': 80,
 };
-const WORKLOAD_TITLE: Record<Workload, string> = {
+
+export function buildRows(configs: readonly ConfigResult[], raw: RawResults): Row[] {
+  const rows: Row[] = [];
+  for (const withMw of configs) {
+    if (withMw.store === 'none') continue;
+    const bare = baselineOf(configs, withMw);
+    if (!bare) continue;
+    const rawStore = raw.stores.find((s) => s.store === withMw.store);
+    const rawStoreMicros = withMw.workload === 'new-key' ? rawStore?.newKeyMicros : withMw.workload === 'replay' ? rawStore?.replayMicros : 0;
+    const budgetMicros = 1.3 * (rawStoreMicros ?? NaN) + 15;
+    const addedMicros = (1 / withMw.reqPerSec - 1 / bare.reqPerSec) * 1e6;
+    // Contention answers most requests with 409 without a store write: no raw-store budget applies.
+    const cpuBound = withMw.delayMs === 0 && withMw.workload !== 'contention';
+    const target = withMw.store === 'memory' && cpuBound ? RATIO_TARGETS[`${withMw.framework}/${withMw.workload}`] : undefined;
+    const ratioPercent = (100 * withMw.reqPerSec) / bare.reqPerSec;
+    rows.push({
+      framework: withMw.framework,
+      store: withMw.store,
+      workload: withMw.workload,
+      delayMs: withMw.delayMs,
+      bareReqPerSec: bare.reqPerSec,
+      withReqPerSec: withMw.reqPerSec,
+      ratioPercent,
+      bareP99Ms: bare.p99Ms,
+      withP99Ms: withMw.p99Ms,
+      addedMicros,
+      addedCpuMicros: withMw.serverCpuMicrosPerReq - bare.serverCpuMicrosPerReq,
+      addedSysMicros: withMw.serverSysMicrosPerReq - bare.serverSysMicrosPerReq,
+      rawStoreMicros: rawStoreMicros ?? NaN,
+      budgetMicros,
+      storeMicrosInServer: withMw.storeMicrosInServer,
+      // With a 5 ms handler the server is not CPU-bound, so throughput says nothing about CPU time.
+      addedCheck: cpuBound ? (addedMicros <= budgetMicros ? 'PASS' : 'MISS') : undefined,
+      ratioTargetPercent: target,
+      ratioCheck: target === undefined ? undefined : ratioPercent >= target ? 'PASS' : 'MISS',
+    });
+  }
+  return rows;
+}
+
+/** Above this median CPU use by other processes (% of a core), the run is marked preliminary. */
+export const BUSY_PERCENT = 15;
+
+export function busyPercent(configs: readonly ConfigResult[]): number {
+  const others = configs.map((c) => c.otherCpuPercent).filter((v): v is number => v !== undefined);
+  return others.length > 0 ? [...others].sort((a, b) => a - b)[others.length >> 1]! : 0;
+}
+
+/** Time added per request on a saturated single-threaded server: 1/with − 1/bare, in µs. */
+export const addedMicros = (withRps: number, bareRps: number) => (1 / withRps - 1 / bareRps) * 1e6;
+
+/** Time `c` adds per request against its own baseline (the bare runs measured next to it). */
+export function addedOver(configs: readonly ConfigResult[], c: ConfigResult): number | undefined {
+  const bare = baselineOf(configs, c);
+  return bare && addedMicros(c.reqPerSec, bare.reqPerSec);
+}
+
+/** `c`'s throughput over its own baseline's. */
+export function ratioOver(configs: readonly ConfigResult[], c: ConfigResult): number | undefined {
+  const bare = baselineOf(configs, c);
+  return bare && c.reqPerSec / bare.reqPerSec;
+}
+
+/** Race-correct: checked, and no double execution, hang or error. undefined: not checked. */
+export function raceCorrect(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): boolean | undefined {
+  const entry = races.find((r) => r.framework === framework && r.impl === impl && r.store === store && r.name === impl);
+  if (!entry || entry.notApplicable !== undefined) return undefined;
+  return entry.doubleExecutions === 0 && entry.serverDoubleExecutions === 0 && entry.hangs === 0 && entry.errors === 0;
+}
+
+/** A paced run that could not keep its rate (5 % short): its latency is queueing. */
+export function isSaturated(l: LatencyResult): boolean {
+  return l.achievedRate < 0.95 * l.rate;
+}
+
+export const WORKLOAD_TITLE: Record<Workload, string> = {
   'new-key': 'a new key per request',
   replay: 'replays (16 completed keys)',
   contention: 'contention (64 connections on 8 keys at a time)',
   'no-key': 'no key (pass-through)',
 };
 
-/** Above this median CPU use by other processes (% of a core), the run is marked preliminary. */
-const BUSY_PERCENT = 15;
-
-function busyPercent(configs: readonly ConfigResult[]): number {
-  const others = configs.map((c) => c.otherCpuPercent).filter((v): v is number => v !== undefined);
-  return others.length > 0 ? [...others].sort((a, b) => a - b)[others.length >> 1]! : 0;
-}
-
-const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
-const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
-const signed = (n: number, digits = 0) => (Number.isFinite(n) ? `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)}` : 'n/a');
-
-/** Time added per request on a saturated single-threaded server: 1/with − 1/bare, in µs. */
-export const addedMicros = (withRps: number, bareRps: number) => (1 / withRps - 1 / bareRps) * 1e6;
-
-/** Time `c` adds per request against its own baseline (the bare runs measured next to it). */
-function addedOver(configs: readonly ConfigResult[], c: ConfigResult): number | undefined {
-  const bare = baselineOf(configs, c);
-  return bare && addedMicros(c.reqPerSec, bare.reqPerSec);
-}
-
-/** `c`'s throughput over its own baseline's. */
-function ratioOver(configs: readonly ConfigResult[], c: ConfigResult): number | undefined {
-  const bare = baselineOf(configs, c);
-  return bare && c.reqPerSec / bare.reqPerSec;
-}
-
-/** Race-correct: checked, and no double execution, hang or error. undefined: not checked. */
-function raceCorrect(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): boolean | undefined {
-  const entry = races.find((r) => r.framework === framework && r.impl === impl && r.store === store && r.name === impl);
-  if (!entry || entry.notApplicable !== undefined) return undefined;
-  return entry.doubleExecutions === 0 && entry.serverDoubleExecutions === 0 && entry.hangs === 0 && entry.errors === 0;
-}
-
-interface TargetLine {
-  readonly ok: boolean;
-  readonly text: string;
-}
-
-/** A paced run that could not keep its rate (5 % short): its latency is queueing. */
-function isSaturated(l: LatencyResult): boolean {
-  return l.achievedRate < 0.95 * l.rate;
-}
-
-function targets(results: BenchResults): TargetLine[] {
-  const { configs, races, latencies } = results;
-  const lines: TargetLine[] = [];
-  // 1. Time added per request ≤ half the best race-correct peer's, same framework and store.
-  for (const c of configs) {
-    // New keys and replays: under contention most answers are cheap 409s, and without a key nothing is stored.
-    if (c.impl !== 'idemkit' || c.delayMs !== 0 || (c.workload !== 'new-key' && c.workload !== 'replay')) continue;
-    const ours = addedOver(configs, c);
-    if (ours === undefined) continue;
-    const peers = configs.filter(
-      (p) =>
-        p.impl !== 'bare' &&
-        p.impl !== 'idemkit' &&
-        p.framework === c.framework &&
-        p.store === c.store &&
-        p.workload === c.workload &&
-        p.delayMs === 0 &&
-        raceCorrect(races, p.framework, p.impl, p.store) !== false,
-    );
-    if (peers.length === 0) continue;
-    const added = (p: ConfigResult) => addedOver(configs, p) ?? Infinity;
-    const best = peers.reduce((a, b) => (added(b) < added(a) ? b : a));
-    const theirs = added(best);
-    const checked = raceCorrect(races, best.framework, best.impl, best.store) === undefined ? ' (race check not run)' : '';
-    lines.push({
-      ok: ours <= theirs / 2,
-      text:
-        `${c.framework}/${c.store}/${c.workload}: idemkit adds ${fixed(ours)} µs per request; the best race-correct peer, ` +
-        `${best.impl}${checked}, adds ${fixed(theirs)} µs (target ≤ ${fixed(theirs / 2)} µs)`,
-    });
-  }
-  // 2. Redis on Express: ≥ 80 % of bare for new keys, ≥ 88 % for replays.
-  for (const [workload, min] of [
-    ['new-key', 80],
-    ['replay', 88],
-  ] as const) {
-    const c = configs.find((x) => x.impl === 'idemkit' && x.framework === 'express' && x.store === 'redis' && x.workload === workload && x.delayMs === 0);
-    const over = c && ratioOver(configs, c);
-    if (!c || over === undefined) continue;
-    const ratio = 100 * over;
-    lines.push({ ok: ratio >= min, text: `express/redis/${workload}: ${fixed(ratio)} % of bare throughput (target ≥ ${min} %)` });
-  }
-  // 3. Latency at half the bare maximum, loopback Redis: added p50 ≤ 0.3 ms, added p99 ≤ 1 ms.
-  for (const l of latencies) {
-    if (l.impl !== 'idemkit') continue;
-    const bare = latencies.find((b) => b.impl === 'bare' && b.framework === l.framework && b.workload === l.workload);
-    if (!bare) continue;
-    const p50 = l.p50Micros - bare.p50Micros;
-    const p99 = l.p99Micros - bare.p99Micros;
-    const saturated = isSaturated(l) ? ` (saturated: ${int(l.achievedRate)} req/s achieved)` : '';
-    lines.push({
-      ok: p50 <= 300 && p99 <= 1000,
-      text:
-        `${l.framework}/redis/${l.workload} at ${int(l.rate)} req/s: added p50 ${fixed(p50 / 1e3, 3)} ms (≤ 0.3), ` +
-        `added p99 ${fixed(p99 / 1e3, 3)} ms (≤ 1)${saturated}`,
-    });
-  }
-  // 4. Zero double executions: the race check, and the contention workload.
-  const ourRaces = races.filter((r) => r.impl === 'idemkit' && r.notApplicable === undefined);
-  if (ourRaces.length > 0) {
-    const doubles = ourRaces.reduce((n, r) => n + (r.doubleExecutions ?? 0) + (r.serverDoubleExecutions ?? 0), 0);
-    const hangs = ourRaces.reduce((n, r) => n + (r.hangs ?? 0), 0);
-    lines.push({
-      ok: doubles === 0 && hangs === 0,
-      text: `race check, idemkit on ${ourRaces.length} framework × store configurations: ${doubles} double executions, ${hangs} hangs (target 0)`,
-    });
-  }
-  const contention = configs.filter((c) => c.impl === 'idemkit' && c.workload === 'contention');
-  if (contention.length > 0) {
-    const doubles = contention.reduce((n, c) => n + c.duplicates, 0);
-    lines.push({ ok: doubles === 0, text: `contention workload, idemkit on ${contention.length} configurations: ${doubles} double executions (target 0)` });
-  }
-  return lines;
-}
-
-/** One line per implementation and store: speed next to the race check's and contention's findings. */
-function glance(results: BenchResults): string[] {
-  const { configs, races, meta } = results;
-  const out: string[] = ['## At a glance', ''];
-  out.push(
-    'Throughput ratio against bare (0 ms handler), the race check (double executions / hangs over ' +
-      `${meta.raceRounds} rounds of ${meta.raceConcurrency}), and double executions under contention.`,
-    '',
-    '| framework | implementation | store | new keys | replays | race: doubles / hangs | contention doubles |',
-    '|---|---|---|---:|---:|---:|---:|',
-  );
-  let any = false;
-  for (const framework of meta.frameworks) {
-    const subjects = new Map<string, Subject>();
-    for (const c of configs) if (c.framework === framework && c.impl !== 'bare' && c.delayMs === 0) subjects.set(`${c.impl}/${c.store}`, c);
-    for (const r of races) if (r.framework === framework && r.name === r.impl && r.notApplicable === undefined) subjects.set(`${r.impl}/${r.store}`, r);
-    const ordered = [...subjects.values()].sort((a, b) => IMPLS.indexOf(a.impl) - IMPLS.indexOf(b.impl) || STORE_ORDER.indexOf(a.store) - STORE_ORDER.indexOf(b.store));
-    for (const { impl, store } of ordered) {
-      const ratio = (workload: Workload) => {
-        const c = configs.find((x) => x.impl === impl && x.framework === framework && x.store === store && x.workload === workload && x.delayMs === 0);
-        const over = c && ratioOver(configs, c);
-        return over === undefined ? '—' : `${fixed(over, 2)}×`;
-      };
-      const race = races.find((r) => r.framework === framework && r.impl === impl && r.store === store && r.name === impl);
-      const raceText =
-        race && race.notApplicable === undefined
-          ? `${race.serverDoubleExecutions ? `**${race.serverDoubleExecutions}**` : '0'} / ${race.hangs ? `**${race.hangs}**` : '0'}`
-          : '—';
-      const contention = configs.find((x) => x.impl === impl && x.framework === framework && x.store === store && x.workload === 'contention');
-      const contentionText = contention ? (contention.duplicates ? `**${contention.duplicates}**` : '0') : '—';
-      out.push(`| ${framework} | ${IMPL_TITLE[impl]} | ${store} | ${ratio('new-key')} | ${ratio('replay')} | ${raceText} | ${contentionText} |`);
-      any = true;
-    }
-  }
-  out.push('');
-  return any ? out : [];
-}
-
-function raceCell(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): string {
-  const ok = raceCorrect(races, framework, impl, store);
-  return ok === undefined ? '' : ok ? '' : ' ⚠';
-}
-
-export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[], notApplicable: NotApplicableFn): string {
-  const { meta, configs, races, latencies, raw } = results;
-  const out: string[] = [];
-  out.push('# idemkit against its npm peers', '');
-  out.push(
-    'Written by `npm run bench` (bench/run.ts); do not edit by hand. Every figure is measured against the bare framework ' +
-      'in the same run: the ratio is with ÷ bare throughput, and *added µs* is `(1/with − 1/bare) × 1e6`, the time the ' +
-      'implementation adds to each request on the saturated single-threaded server.',
-    '',
-  );
-  // A busy machine makes every ratio noise: say so at the top rather than in a caveat at the end.
-  const otherMedian = busyPercent(configs);
-  if (otherMedian > BUSY_PERCENT) {
-    out.push(
-      `> **Preliminary: measured on a busy machine.** Other processes used a median ${fixed(otherMedian, 0)} % of a core during the ` +
-        `measured runs (load average ${meta.loadAverage}). Ratios, added µs and latencies below are dominated by that noise; ` +
-        'the race check and double-execution counts are not. Rerun `npm run bench` on a quiet machine for the figures.',
-      '',
-    );
-  }
-  out.push('## Run', '');
-  out.push(
-    `- Date: ${meta.date}`,
-    `- Machine: ${meta.cpus}, ${meta.memory} RAM; Node ${meta.node}; load average ${meta.loadAverage}`,
-    `- Code: ${meta.commit}`,
-    `- Command: \`${meta.command}\``,
-    `- Plan: frameworks ${meta.frameworks.join(', ')}; workloads ${meta.plans.join(', ')}; stores ${meta.stores.join(', ')}; peers ${meta.peers.join(', ') || 'none'}`,
-    `- Throughput: autocannon, ${meta.connections} connections (64 for contention), pipelining 1; per configuration a fresh server process, a sanity check, a ${meta.warmupSec} s warm-up, then ${meta.runs} runs × ${meta.durationSec} s; medians (req/s and p99).`,
-    `- Race check: \`idemkit check\`'s race case, ${meta.raceConcurrency} concurrent same-key requests released together × ${meta.raceRounds} rounds, ${meta.raceDelayMs} ms handler.`,
-    `- Latency: a paced open-loop sender at half the bare framework's maximum, ${meta.latencyRuns} runs × ${meta.durationSec} s, medians.`,
-    `- Took ${Math.round(meta.elapsedSec / 60)} min (estimated ${Math.ceil(meta.estimatedSec / 60)}).`,
-    '',
-  );
-  out.push('| package | version |', '|---|---|');
-  for (const [name, version] of Object.entries(meta.versions)) out.push(`| ${name} | ${version} |`);
-  out.push('');
-
-  out.push('## Targets', '');
-  const lines = targets(results);
-  if (lines.length === 0) out.push('No target applies to this subset.');
-  for (const line of lines) out.push(`- **${line.ok ? 'PASS' : 'FAIL'}** ${line.text}`);
-  out.push('', '![ratios against the bare framework](results-chart.svg) ([PNG](results-chart.png))', '');
-
-  out.push(...glance(results));
-
-  if (races.length > 0) {
-    out.push('## Race check (before timing)', '');
-    out.push(
-      `${meta.raceConcurrency} requests with one key, held one byte short and released together, × ${meta.raceRounds} rounds (a new key each). ` +
-        '*Double executions*: handler runs beyond one per round, counted by the server; *seen by clients*: distinct ' +
-        'original answers beyond one per round. A hang is a request with no answer within 10 s.',
-      '',
-    );
-    out.push('| framework | implementation | store | double executions | seen by clients | hangs | errors | statuses | later request did not replay |', '|---|---|---|---:|---:|---:|---:|---|---:|');
-    for (const r of races) {
-      if (r.notApplicable !== undefined) {
-        out.push(`| ${r.framework} | ${r.name} | ${r.store} | n/a: ${r.notApplicable} | | | | | |`);
-        continue;
-      }
-      const statuses = Object.entries(r.statuses ?? {})
-        .map(([code, n]) => `${code}: ${n}`)
-        .join(', ');
-      const flag = (n: number | undefined) => (n ? `**${n}**` : '0');
-      out.push(
-        `| ${r.framework} | ${r.name} | ${r.store} | ${flag(r.serverDoubleExecutions)} | ${flag(r.doubleExecutions)} | ${flag(r.hangs)} | ${flag(r.errors)} | ${statuses} | ${r.laterReplayMismatches ?? ''} |`,
-      );
-    }
-    out.push('');
-  }
-
-  for (const delayMs of [0, 5]) {
-    const workloads: Workload[] = ['new-key', 'replay', 'contention', 'no-key'];
-    for (const workload of workloads) {
-      const group = configs.filter((c) => c.workload === workload && c.delayMs === delayMs);
-      if (group.length === 0) continue;
-      out.push(`## ${delayMs > 0 ? `${delayMs} ms handler, ` : ''}${WORKLOAD_TITLE[workload]}`, '');
-      out.push(
-        `Each cell: throughput ratio against bare · ${
-          delayMs > 0
-            ? 'median p99 latency'
-            : 'µs added per request, from throughput (and, in parentheses, measured directly: server CPU µs per request minus bare, less sensitive to other load on the machine)'
-        }` +
-          (workload === 'contention' ? ' · share of 409 (in flight) answers · double executions during the runs' : '') +
-          '. ⚠ marks an implementation that failed the race check.',
-        '',
-      );
-      out.push(`| framework | store | bare req/s${delayMs > 0 ? ' (p99)' : ''} | ${IMPLS.map((i) => IMPL_TITLE[i]).join(' | ')} |`, `|---|---|---:|${IMPLS.map(() => '---:').join('|')}|`);
-      for (const framework of meta.frameworks) {
-        const bare = group.find((c) => c.impl === 'bare' && c.framework === framework);
-        if (!bare) continue;
-        const stores = [...new Set(group.filter((c) => c.framework === framework && c.impl !== 'bare').map((c) => c.store))];
-        for (const store of stores) {
-          const cells = IMPLS.map((impl) => {
-            const c = group.find((x) => x.impl === impl && x.framework === framework && x.store === store);
-            if (!c) {
-              const reason = notApplicable(impl, framework, store);
-              return reason ? `n/a (${reason})` : '—';
-            }
-            const baseline = baselineOf(configs, c) ?? bare;
-            const ratio = c.reqPerSec / baseline.reqPerSec;
-            // With a slow handler the server is not saturated: throughput does not give time per request, p99 does.
-            let cell =
-              delayMs > 0
-                ? `${fixed(ratio, 2)}× · p99 ${c.p99Ms} ms`
-                : `${fixed(ratio, 2)}× · ${signed(addedMicros(c.reqPerSec, baseline.reqPerSec))} µs (CPU ${signed(c.serverCpuMicrosPerReq - baseline.serverCpuMicrosPerReq)})`;
-            if (workload === 'contention') {
-              const total = Object.values(c.statuses).reduce((a, b) => a + b, 0);
-              cell += ` · 409: ${fixed((100 * (c.statuses['409'] ?? 0)) / total, 0)} % · ${c.duplicates ? `**${c.duplicates} doubles**` : '0 doubles'}`;
-            }
-            if (c.problems.length > 0) cell += ` (${c.problems.join('; ')})`;
-            return cell + raceCell(races, framework, impl, store);
-          });
-          out.push(`| ${framework} | ${store} | ${int(bare.reqPerSec)}${delayMs > 0 ? ` (${bare.p99Ms} ms)` : ''} | ${cells.join(' | ')} |`);
-        }
-      }
-      if (delayMs > 0) {
-        out.push(
-          '',
-          `With a ${delayMs} ms handler, 50 connections cap throughput at 10 000 req/s; where the server has CPU to spare the cost shows as latency, not lost throughput.`,
-        );
-      }
-      out.push('');
-    }
-  }
-
-  if (latencies.length > 0) {
-    out.push('## Latency at half the bare maximum (Redis)', '');
-    out.push(
-      'Requests sent on a fixed schedule (open loop) at half the bare framework\'s measured maximum for the workload, latency from each ' +
-        'request\'s pick-up by the sender (within a 1 ms tick of its scheduled time) to the end of its response, microsecond resolution. ' +
-        'Added = implementation − bare. *Saturated*: the configuration could not serve the rate, so its latency is queueing.',
-      '',
-    );
-    out.push('| framework | workload | rate (req/s) | bare p50 / p99 (ms) | ' + IMPLS.map((i) => `${IMPL_TITLE[i]} added p50 / p99 (ms)`).join(' | ') + ' |');
-    out.push(`|---|---|---:|---:|${IMPLS.map(() => '---:').join('|')}|`);
-    for (const framework of meta.frameworks) {
-      for (const workload of ['new-key', 'replay'] as const) {
-        const bare = latencies.find((l) => l.impl === 'bare' && l.framework === framework && l.workload === workload);
-        if (!bare) continue;
-        const cells = IMPLS.map((impl) => {
-          const l = latencies.find((x) => x.impl === impl && x.framework === framework && x.workload === workload);
-          if (!l) return notApplicable(impl, framework, 'redis') ? 'n/a' : '—';
-          const warn =
-            (l.errors > 0 ? ` (${l.errors} errors)` : '') +
-            (isSaturated(l) ? ` (only ${int(l.achievedRate)} req/s achieved: saturated)` : '');
-          return `${signed((l.p50Micros - bare.p50Micros) / 1e3, 3)} / ${signed((l.p99Micros - bare.p99Micros) / 1e3, 3)}${warn}`;
-        });
-        out.push(
-          `| ${framework} | ${workload} | ${int(bare.rate)} | ${fixed(bare.p50Micros / 1e3, 3)} / ${fixed(bare.p99Micros / 1e3, 3)} | ${cells.join(' | ')} |`,
-        );
-      }
-    }
-    out.push('');
-  }
-
-  if (raw.stores.length > 0) {
-    out.push('## idemkit alone', '');
-    out.push('Raw store time (in-process, no HTTP), and the middleware\'s overhead against its store operations; details in bench/results/latest.md.', '');
-    out.push('| store | new key: claim + complete (µs) | replay: claim (µs) | round trips new / replay |', '|---|---:|---:|---:|');
-    for (const s of raw.stores) {
-      out.push(`| ${s.store} | ${fixed(s.newKeyMicros, 2)} | ${fixed(s.replayMicros, 2)} | ${s.newKeyRoundTrips} / ${s.replayRoundTrips} |`);
-    }
-    const budgeted = rows.filter((r) => r.addedCheck !== undefined);
-    if (budgeted.length > 0) {
-      out.push(
-        '',
-        '*Store in the server*: the same store calls timed inside the server, in one more run after the timed ones (in-process stores only); *the rest* is the added time minus that: what the middleware and the slower server cost besides the store.',
-        '',
-        '| framework | store | workload | added µs | budget 1.3 × raw + 15 µs | | store in the server µs | the rest µs |',
-        '|---|---|---|---:|---:|---|---:|---:|',
-      );
-      for (const r of budgeted) {
-        const inServer = r.storeMicrosInServer === undefined ? '—' : fixed(r.storeMicrosInServer);
-        const rest = r.storeMicrosInServer === undefined ? '—' : fixed(r.addedMicros - r.storeMicrosInServer);
-        out.push(`| ${r.framework} | ${r.store} | ${r.workload} | ${fixed(r.addedMicros)} | ${fixed(r.budgetMicros)} | ${r.addedCheck} | ${inServer} | ${rest} |`);
-      }
-    }
-    out.push('');
-  }
-
-  const problems = configs.filter((c) => c.problems.length > 0);
-  const noisy = configs.filter((c) => c.spreadPercent > 10 || (c.otherCpuPercent ?? 0) > 15);
-  if (problems.length > 0 || noisy.length > 0) {
-    out.push('## Caveats in this run', '');
-    for (const c of problems) out.push(`- ${c.framework} ${c.workload} ${c.impl}/${c.store}${c.delayMs ? ` (${c.delayMs} ms)` : ''}: ${c.problems.join('; ')}`);
-    if (noisy.length > 0) {
-      out.push(
-        `- ${noisy.length} configuration(s) had a run-to-run spread over 10 % or other processes using over 15 % of a core ` +
-          `(${noisy.map((c) => `${c.framework} ${c.workload} ${c.impl}/${c.store}`).slice(0, 8).join('; ')}${noisy.length > 8 ? '; …' : ''}): rerun on a quiet machine before trusting small differences.`,
-      );
-    }
-    out.push('');
-  }
-
-  out.push(...HOW_SECTION);
-  return `${out.join('\n')}\n`;
-}
-
-const HOW_SECTION = [
-  '## How the peers are wired',
-  '',
-  'One handler everywhere: `POST /charges` → `201 {"id": "<uuid>", "ok": true}` with the same JSON body parsing; the peers wrap that same function (bench/peers/*.ts).',
-  '',
-  '- **@node-idempotency/core** with `@node-idempotency/storage-adapter-memory` / `-redis`: `onRequest` before the handler (a cached answer is sent as is; `REQUEST_IN_PROGRESS` → 409, fingerprint mismatch → 422), `onResponse` with the handler\'s answer, awaited before the answer is sent. Express: a middleware after `express.json()` that wraps `res.json`; Fastify: `preHandler` + `onSend` hooks. Its claim is `SET NX PX` (one round trip), completion a `SET` (one more); a replay costs `SET NX` + `GET`.',
-  '- **express-idempotency** with `express-idempotency-redis-adapter`: the middleware before the handler, `getSharedIdempotencyService().isHit(req)` at the top of the handler, as its README shows. Express only. It reads (`GET`) then writes (`SET`, no `NX`): two concurrent requests with one key can both miss and both run the handler. Replays compare the stored body with `deep-equal`.',
-  '- **@aws-lambda-powertools/idempotency** with `CachePersistenceLayer` over `@redis/client`: `makeIdempotent` around the handler function, event `{ headers, body }`, `eventKeyJmesPath: \'headers."idempotency-key"\'`; in-progress → 409. Each call passes a Lambda-like context (`getRemainingTimeInMillis`: 30 s), which gives the in-progress record its expiry. Without it (the race table\'s *no-context* row), a concurrent duplicate finds an in-progress record with no expiry, treats it as an orphan, takes the orphan lock and runs the handler again (reported for the Python library as aws-powertools/powertools-lambda-python#8386; the TypeScript cache layer has the same code path).',
-  '  Payload validation (`payloadValidationJmesPath: \'body\'`, its fingerprint) is **off** in the timed runs, so Powertools does less work per request than the others: in this version the cache layer drops the payload hash when it marks a record completed (`_updateRecord` writes status, expiry and data only), so every replay of a completed key fails validation with `IdempotencyValidationError` (the race table\'s *validation* row: 422s where replays belong). Upstream: aws-powertools/powertools-lambda-typescript#5705, fixed by #5706 after this version.',
-  '- Where a peer cannot serve a configuration the tables say n/a with the reason.',
-  '',
-  '## Reproduce',
-  '',
-  '```sh',
-  'npm ci',
-  '# PostgreSQL on 127.0.0.1:5432 (db test, user postgres, trust) and Redis on 127.0.0.1:6379, or BENCH_POSTGRES_URL / BENCH_REDIS_URL',
-  'npm run bench                                   # everything: ~23 min on 2 cores',
-  'npm run bench -- --quick                        # 1 s × 2 runs, a smoke test',
-  'BENCH_FRAMEWORKS=express BENCH_STORES=redis BENCH_WORKLOADS=new-key,replay npm run bench   # a subset',
-  'BENCH_PEERS=none npm run bench                  # idemkit only',
-  '```',
-  '',
-  'Knobs: `BENCH_DURATION` (s per run, default 2), `BENCH_RUNS` (5), `BENCH_WARMUP` (1), `BENCH_LATENCY_RUNS` (3), `BENCH_RACE_CONCURRENCY` (20), ' +
-    '`BENCH_RACE_ROUNDS` (10), `BENCH_RACE_DELAY` (ms, 5), `BENCH_NOISE_LIMIT`, `BENCH_QUIET_WAIT`; flags `--quick`, `--no-delay`, `--no-race`, `--no-latency`. ' +
-    'Subsets: `BENCH_FRAMEWORKS` (fastify, express), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none).',
-  '',
-];
-
-// ─── chart ───────────────────────────────────────────────────────────────────────────────────
-
-const COLORS: Record<string, string> = {
-  idemkit: '#2563eb',
-  'node-idempotency': '#f59e0b',
-  'express-idempotency': '#dc2626',
-  powertools: '#16a34a',
-};
-const STORE_OPACITY: Record<string, number> = { memory: 0.45, sqlite: 0.6, postgres: 0.8, redis: 1 };
-
-const escapeXml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-
-type Op =
-  | { kind: 'text'; x: number; y: number; text: string; anchor?: 'end'; bold?: boolean; size?: number; color?: string }
-  | { kind: 'rect'; x: number; y: number; w: number; h: number; color: string; opacity: number }
-  | { kind: 'dash'; x: number; y1: number; y2: number };
-
-/** A horizontal bar chart of throughput ratios (0 ms handler), grouped by framework and workload. */
-function chartLayout(results: BenchResults): { width: number; height: number; ops: Op[] } {
-  const groups: Array<{ title: string; bars: Array<{ label: string; ratio: number; impl: Impl; store: StoreKind; warn: boolean }> }> = [];
-  for (const framework of results.meta.frameworks) {
-    for (const workload of ['new-key', 'replay', 'contention', 'no-key'] as const) {
-      const bare = results.configs.find((c) => c.impl === 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0);
-      if (!bare) continue;
-      const bars = results.configs
-        .filter((c) => c.impl !== 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0)
-        .map((c) => ({
-          label: `${c.impl} / ${c.store}`,
-          ratio: ratioOver(results.configs, c) ?? c.reqPerSec / bare.reqPerSec,
-          impl: c.impl,
-          store: c.store,
-          warn: raceCorrect(results.races, framework, c.impl, c.store) === false || c.duplicates > 0,
-        }));
-      if (bars.length > 0) groups.push({ title: `${framework}: ${WORKLOAD_TITLE[workload]} (bare ${int(bare.reqPerSec)} req/s)`, bars });
-    }
-  }
-  const left = 260;
-  const plot = 520;
-  const barH = 14;
-  const gap = 5;
-  const max = Math.max(1.1, ...groups.flatMap((g) => g.bars.map((b) => b.ratio))) * 1.05;
-  const ops: Op[] = [
-    { kind: 'text', x: 10, y: 22, text: 'Throughput against the bare framework (1.0x = dashed line; higher is better)', bold: true, size: 15 },
-    {
-      kind: 'text',
-      x: 10,
-      y: 42,
-      color: '#555',
-      text: `${results.meta.date.slice(0, 10)}, ${results.meta.cpus}, Node ${results.meta.node}; ! = double executions or failed race check`,
-    },
-  ];
-  const busy = busyPercent(results.configs);
-  if (busy > BUSY_PERCENT) {
-    ops.push({ kind: 'text', x: 10, y: 60, color: '#dc2626', bold: true, text: `Preliminary: other processes used ${busy.toFixed(0)} % of a core; ratios are noise` });
-  }
-  let y = busy > BUSY_PERCENT ? 74 : 62;
-  for (const g of groups) {
-    ops.push({ kind: 'text', x: 10, y: y + 12, text: g.title, bold: true });
-    y += 22;
-    const top = y;
-    for (const b of g.bars) {
-      const w = Math.max(1, (b.ratio / max) * plot);
-      ops.push(
-        { kind: 'text', x: left - 8, y: y + barH - 2, text: `${b.label}${b.warn ? ' !' : ''}`, anchor: 'end' },
-        { kind: 'rect', x: left, y, w, h: barH, color: COLORS[b.impl] ?? '#666666', opacity: STORE_OPACITY[b.store] ?? 1 },
-        { kind: 'text', x: left + w + 6, y: y + barH - 2, text: `${b.ratio.toFixed(2)}x` },
-      );
-      y += barH + gap;
-    }
-    ops.push({ kind: 'dash', x: left + plot / max, y1: top - 2, y2: y - gap + 2 });
-    y += 14;
-  }
-  ops.push({
-    kind: 'text',
-    x: 10,
-    y: y + 8,
-    color: '#555',
-    text: 'Colour: idemkit blue, node-idempotency amber, express-idempotency red, Powertools green; shade: store (light memory, dark Redis).',
-  });
-  return { width: left + plot + 90, height: y + 24, ops };
-}
-
-export function chartSvg(results: BenchResults): string {
-  const { width, height, ops } = chartLayout(results);
-  const body = ops.map((op) => {
-    switch (op.kind) {
-      case 'text':
-        return (
-          `<text x="${op.x.toFixed(1)}" y="${op.y}"${op.anchor ? ' text-anchor="end"' : ''}${op.bold ? ' font-weight="bold"' : ''}` +
-          `${op.size ? ` font-size="${op.size}"` : ''}${op.color ? ` fill="${op.color}"` : ''}>${escapeXml(op.text)}</text>`
-        );
-      case 'rect':
-        return `<rect x="${op.x}" y="${op.y}" width="${op.w.toFixed(1)}" height="${op.h}" fill="${op.color}" fill-opacity="${op.opacity}"/>`;
-      case 'dash':
-        return `<line x1="${op.x.toFixed(1)}" y1="${op.y1}" x2="${op.x.toFixed(1)}" y2="${op.y2}" stroke="#111" stroke-dasharray="3,2"/>`;
-    }
-  });
-  return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`,
-    '<rect width="100%" height="100%" fill="#fff"/>',
-    ...body,
-    '</svg>',
-    '',
-  ].join('\n');
-}
-
-/** The same chart as a PNG, drawn with a pixel font (no dependency). */
-export function chartPng(results: BenchResults): Buffer {
-  const { width, height, ops } = chartLayout(results);
-  // The pixel font is wider than the SVG's: leave room for the longest line.
-  const longest = Math.max(...ops.filter((op) => op.kind === 'text').map((op) => (op.anchor ? 0 : op.x + op.text.length * ADVANCE)));
-  const raster = new Raster(Math.max(width, Math.ceil(longest) + 10), height);
-  for (const op of ops) {
-    if (op.kind === 'rect') raster.fillRect(op.x, op.y, op.w, op.h, parseColor(op.color, op.opacity));
-    else if (op.kind === 'dash') for (let y = op.y1; y < op.y2; y += 5) raster.fillRect(op.x, y, 1, 3, [17, 17, 17]);
-    else raster.text(op.x, op.y, op.text, parseColor(op.color ?? '#111111'), op.anchor ?? 'start');
-  }
-  return raster.png();
-}
-
-export function writeChart(results: BenchResults, svgUrl: URL, pngUrl: URL): void {
-  writeFileSync(svgUrl, chartSvg(results));
-  writeFileSync(pngUrl, chartPng(results));
-}
+export const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
+export const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+export const signed = (n: number, digits = 0) => (Number.isFinite(n) ? `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(digits)}` : 'n/a');

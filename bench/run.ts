@@ -9,19 +9,15 @@
  *      this process; warm-up, then N runs, medians;
  *   4. latency at a fixed rate of half the bare framework's maximum, on Redis.
  *
- * Writes bench/RESULTS.md, bench/results-chart.svg (and .png), and bench/results/latest.{json,md}.
+ * Writes bench/RESULTS.md (markdown.ts), bench/results-chart.svg (chart.ts), and
+ * bench/results/latest.json (every run; bench/render.ts rewrites the report from it).
  * Never fails on a missed target; exits 1 when a bare or idemkit configuration measured something
  * other than its workload (non-2xx answers, handler counts that do not match).
  *
- * Subsets: BENCH_FRAMEWORKS=express, BENCH_WORKLOADS=new-key,replay, BENCH_STORES=redis,
- * BENCH_PEERS=node-idempotency (or "none"), flags --quick, --no-delay, --no-race, --no-latency;
- * --estimate prints the plan and its estimated duration, and stops.
+ * What to run (subsets, run lengths, --quick, --estimate, …) is read in options.ts.
  */
-import { execSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { parseArgs } from 'node:util';
 import { raceCase } from 'idemkit/check';
 import type { LoadSample, ServerHandle } from './harness.js';
 import { CONNECTIONS, connectionsFor, freshKey, nonce, post, replayKeys, runLoad, startServer, waitForQuiet } from './harness.js';
@@ -31,65 +27,21 @@ import { PEER_STORES, notApplicable } from './peers/applicability.js';
 import { NotApplicable } from './peers/types.js';
 import type { RawResults } from './raw-store.js';
 import { measureRawStores } from './raw-store.js';
-import type { ConfigResult, ReportMeta } from './report.js';
-import { buildRows, toMarkdown } from './report.js';
-import type { BenchResults, LatencyResult, RaceEntry, Subject } from './results.js';
-import { writeChart, writeResultsMarkdown } from './results.js';
+import { writeChart } from './chart.js';
+import { writeResultsMarkdown } from './markdown.js';
+import type { PlanName } from './options.js';
+import { readBenchOptions } from './options.js';
+import { gitHead, packageVersions, readLoadAverage, srcHash } from './provenance.js';
+import type { BenchResults, ConfigResult, LatencyResult, RaceEntry, Subject } from './results.js';
+import { buildRows } from './results.js';
 import type { Framework, ServerConfig, StoreKind, Workload } from './shared.js';
-import { BODY, CONTENT_TYPE, PEERS, ROUTE, SERVER_STORES, median } from './shared.js';
+import { BODY, CONTENT_TYPE, ROUTE, median } from './shared.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    'no-delay': { type: 'boolean', default: false },
-    'no-race': { type: 'boolean', default: false },
-    'no-latency': { type: 'boolean', default: false },
-    estimate: { type: 'boolean', default: false },
-    framework: { type: 'string' },
-    workload: { type: 'string' },
-  },
-});
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!(value > 0)) throw new Error(`${name} must be a positive number, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
-function envList<T extends string>(name: string, all: readonly T[], fallback: readonly T[] = all): T[] {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return [...fallback];
-  if (raw === 'none') return [];
-  const picked = raw.split(',').map((s) => s.trim()) as T[];
-  for (const p of picked) if (!all.includes(p)) throw new Error(`${name}: unknown ${JSON.stringify(p)} (expected ${all.join(', ')})`);
-  return all.filter((a) => picked.includes(a));
-}
-
-const durationSec = envNumber('BENCH_DURATION', flags.quick ? 1 : 2);
-const runs = Math.round(envNumber('BENCH_RUNS', flags.quick ? 2 : 5));
-const warmupSec = envNumber('BENCH_WARMUP', 1);
-const latencyRuns = Math.round(envNumber('BENCH_LATENCY_RUNS', flags.quick ? 1 : 3));
-const rawIterations = Math.round(envNumber('BENCH_RAW_ITERATIONS', flags.quick ? 5_000 : 20_000));
-const raceConcurrency = Math.round(envNumber('BENCH_RACE_CONCURRENCY', 20));
-const raceRounds = Math.round(envNumber('BENCH_RACE_ROUNDS', 10));
-/** The race check's handler takes this long, so duplicates overlap an execution in progress. */
-const raceDelayMs = envNumber('BENCH_RACE_DELAY', 5);
-/** A run during which other processes used more than this % of a core is discarded and redone. */
-const noiseLimit = envNumber('BENCH_NOISE_LIMIT', 25);
-const quietWaitMs = envNumber('BENCH_QUIET_WAIT', 120) * 1_000;
+const options = readBenchOptions();
+const { durationSec, runs, warmupSec, latencyRuns, rawIterations, raceConcurrency, raceRounds, raceDelayMs, noiseLimit, quietWaitMs } = options;
+const { frameworks: FRAMEWORKS, plans: PLANS, stores: SERVER_STORES, peers: SELECTED_PEERS } = options;
 const MAX_RETRIES_PER_RUN = 4;
 const DELAY_MS = 5;
-
-type PlanName = Workload | 'new-key-5ms';
-const ALL_FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
-const ALL_PLANS: readonly PlanName[] = ['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms'];
-const FRAMEWORKS = flags.framework ? [flags.framework as Framework] : envList('BENCH_FRAMEWORKS', ALL_FRAMEWORKS);
-const PLANS = (flags.workload ? [flags.workload as PlanName] : envList('BENCH_WORKLOADS', ALL_PLANS)).filter(
-  (p) => !(flags['no-delay'] && p === 'new-key-5ms'),
-);
-const SELECTED_PEERS = envList('BENCH_PEERS', PEERS);
 
 /** Every implementation × store measured for one framework and workload. */
 function subjectsFor(framework: Framework, plan: PlanName): Subject[] {
@@ -414,36 +366,6 @@ async function latency(framework: Framework, workload: 'new-key' | 'replay', sub
   }
 }
 
-/** A hash of src/ as measured (src/ may differ from the commit while others work), and the commit. */
-function srcHash(): string {
-  const hash = createHash('sha256');
-  const root = new URL('../src/', import.meta.url);
-  for (const file of readdirSync(root, { recursive: true, encoding: 'utf8' }).sort()) {
-    const url = new URL(file, root);
-    if (statSync(url).isFile()) hash.update(file).update(readFileSync(url));
-  }
-  return hash.digest('hex').slice(0, 12);
-}
-
-function gitHead(): string {
-  try {
-    const sha = execSync('git rev-parse --short HEAD', { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const dirty = execSync('git status --porcelain -- src', { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return `${sha}${dirty ? ' + uncommitted src/ changes' : ''}`;
-  } catch {
-    return 'unknown commit';
-  }
-}
-
-function packageVersion(name: string): string {
-  try {
-    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
-    return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
-  } catch {
-    return 'not installed';
-  }
-}
-
 /** Seconds for the whole run, from the plan, for the estimate printed at the start. */
 function estimateSeconds(): number {
   const startup = 2.7; // server start (tsx), precheck, the quiet check (2 × 0.5 s)
@@ -457,8 +379,8 @@ function estimateSeconds(): number {
       extraBareRuns += Math.max(0, subjects - runs);
     }
   }
-  const raceServers = flags['no-race'] ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
-  const latencyConfigs = flags['no-latency'] ? 0 : FRAMEWORKS.reduce((n, f) => n + 2 * latencySubjects(f).length, 0);
+  const raceServers = !options.race ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
+  const latencyConfigs = !options.latency ? 0 : FRAMEWORKS.reduce((n, f) => n + 2 * latencySubjects(f).length, 0);
   return configs * perConfig + extraBareRuns * durationSec + raceServers * 3 + latencyConfigs * (startup + 2 * warmupSec + latencyRuns * durationSec) + 20;
 }
 
@@ -473,14 +395,14 @@ async function main(): Promise<void> {
       `Estimated duration: ~${Math.ceil(estimate / 60)} min.`,
   );
 
-  if (flags.estimate) return;
+  if (options.estimate) return;
 
   log(`raw store time: ${rawIterations} iterations × ${runs} repetitions…`);
-  const raw: RawResults = await measureRawStores(rawIterations, runs);
+  const raw: RawResults = await measureRawStores(SERVER_STORES, rawIterations, runs);
   for (const s of raw.stores) log(`  ${s.store}: new key ${s.newKeyMicros.toFixed(2)} µs, replay ${s.replayMicros.toFixed(2)} µs`);
 
   const races: RaceEntry[] = [];
-  if (!flags['no-race']) {
+  if (options.race) {
     log(`race check: ${raceConcurrency} concurrent same-key requests × ${raceRounds} rounds, ${raceDelayMs} ms handler…`);
     for (const framework of FRAMEWORKS) {
       for (const subject of subjectsFor(framework, 'new-key')) {
@@ -502,7 +424,7 @@ async function main(): Promise<void> {
   }
 
   const latencies: LatencyResult[] = [];
-  if (!flags['no-latency']) {
+  if (options.latency) {
     for (const framework of FRAMEWORKS) {
       for (const workload of ['new-key', 'replay'] as const) {
         const bareMax = configs.find((c) => c.impl === 'bare' && c.framework === framework && c.workload === workload && c.delayMs === 0);
@@ -518,21 +440,18 @@ async function main(): Promise<void> {
 
   const ours = configs.filter((c) => c.impl === 'bare' || c.impl === 'idemkit');
   const rows = buildRows(ours, raw);
-  const meta: ReportMeta = {
-    date: new Date().toISOString(),
-    node: process.version,
-    cpus: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}`,
-    commit:
-      `${codeAtStart.head}, src sha256 ${codeAtStart.src}` +
-      (srcHash() === codeAtStart.src ? '' : ` (src/ changed during the run, to ${srcHash()}: numbers mix two versions)`),
-    durationSec,
-    runs,
-    warmupSec,
-    connections: CONNECTIONS,
-  };
   const results: BenchResults = {
     meta: {
-      ...meta,
+      date: new Date().toISOString(),
+      node: process.version,
+      cpus: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}`,
+      commit:
+        `${codeAtStart.head}, src sha256 ${codeAtStart.src}` +
+        (srcHash() === codeAtStart.src ? '' : ` (src/ changed during the run, to ${srcHash()}: numbers mix two versions)`),
+      durationSec,
+      runs,
+      warmupSec,
+      connections: CONNECTIONS,
       memory: `${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
       command: `${Object.entries(process.env)
         .filter(([k]) => k.startsWith('BENCH_'))
@@ -541,24 +460,7 @@ async function main(): Promise<void> {
       elapsedSec: Math.round((Date.now() - started) / 1000),
       estimatedSec: Math.round(estimate),
       loadAverage: `${loadAtStart} at the start, ${readLoadAverage()} at the end`,
-      versions: Object.fromEntries(
-        [
-          'fastify',
-          'express',
-          'autocannon',
-          'ioredis',
-          'pg',
-          'better-sqlite3',
-          '@node-idempotency/core',
-          '@node-idempotency/storage-adapter-memory',
-          '@node-idempotency/storage-adapter-redis',
-          'redis',
-          'express-idempotency',
-          'express-idempotency-redis-adapter',
-          '@aws-lambda-powertools/idempotency',
-          '@redis/client',
-        ].map((name) => [name, packageVersion(name)]),
-      ),
+      versions: packageVersions(),
       raceConcurrency,
       raceRounds,
       raceDelayMs,
@@ -578,12 +480,11 @@ async function main(): Promise<void> {
   const dir = new URL('./results/', import.meta.url);
   mkdirSync(dir, { recursive: true });
   writeFileSync(new URL('latest.json', dir), `${JSON.stringify({ ...results, rows }, null, 2)}\n`);
-  writeFileSync(new URL('latest.md', dir), `${toMarkdown(meta, raw, ours, rows)}\n`);
   const resultsMd = writeResultsMarkdown(results, rows, notApplicable);
   writeFileSync(new URL('./RESULTS.md', import.meta.url), resultsMd);
-  writeChart(results, new URL('./results-chart.svg', import.meta.url), new URL('./results-chart.png', import.meta.url));
+  writeChart(results, new URL('./results-chart.svg', import.meta.url));
   process.stdout.write(`\n${resultsMd}\n`);
-  log('written: bench/RESULTS.md, bench/results-chart.svg, bench/results-chart.png, bench/results/latest.{json,md}');
+  log('written: bench/RESULTS.md, bench/results-chart.svg, bench/results/latest.json');
   log(`took ${Math.round((Date.now() - started) / 60_000)} min (estimated ${Math.ceil(estimate / 60)})`);
 
   const invalid = ours.filter((c) => c.problems.length > 0);
@@ -591,14 +492,6 @@ async function main(): Promise<void> {
     // Not a missed target: these numbers measured something other than the intended workload.
     log(`error: ${invalid.length} bare/idemkit configuration(s) did not measure what they should (see "problems")`);
     process.exitCode = 1;
-  }
-}
-
-function readLoadAverage(): string {
-  try {
-    return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  } catch {
-    return 'n/a';
   }
 }
 

@@ -2,10 +2,8 @@
 
 export type Framework = 'fastify' | 'express';
 export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis';
-/** Every store measured, in order; `BENCH_STORES=memory,sqlite` narrows it. */
-export const SERVER_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = (
-  process.env.BENCH_STORES?.split(',') ?? ['memory', 'sqlite', 'postgres', 'redis']
-) as Array<Exclude<StoreKind, 'none'>>;
+/** Every store measured, in order; `BENCH_STORES=memory,sqlite` narrows it (options.ts). */
+export const ALL_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = ['memory', 'sqlite', 'postgres', 'redis'];
 export type Workload = 'new-key' | 'replay' | 'contention' | 'no-key';
 
 /**
