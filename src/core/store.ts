@@ -29,7 +29,7 @@ export type Claim =
       /** True when an earlier owner's lease ran out and this claim took the record over. */
       readonly takeover: boolean;
       /** The last recovery point the earlier owner reached, when taking over. */
-      readonly resumeFrom?: string;
+      readonly resumeFrom?: string | undefined;
       readonly recoveryData?: unknown;
     }
   | { readonly kind: 'completed'; readonly response: StoredResponse }
@@ -46,9 +46,9 @@ export interface IdempotencyRecord {
   /** Epoch ms on the store's clock. */
   readonly leaseUntil: number;
   readonly expiresAt: number;
-  readonly recoveryPoint?: string;
+  readonly recoveryPoint?: string | undefined;
   readonly recoveryData?: unknown;
-  readonly response?: StoredResponse;
+  readonly response?: StoredResponse | undefined;
 }
 
 /**
