@@ -1,7 +1,7 @@
-import type { IdempotencyHttpError } from './errors.js';
 import {
   ExecutionTimeoutHttpError,
   IdemkitError,
+  IdempotencyHttpError,
   InvalidRecordRefError,
   InvalidScopeError,
   KeyInFlightError,
@@ -21,18 +21,78 @@ import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
+import type { ResponseHeaders } from './response.js';
+import { REPRESENTATION_HEADERS, toStoredResponse, toStoredResponseFromRecord } from './response.js';
 import { isReservedScope } from './namespaces.js';
 import { fenceHandle } from './tx-fence.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
 
+/** A request body as an adapter read it (`RequestReader.readBody`). */
+export interface RequestBody<Req = unknown> {
+  /** The body bytes (empty when only a parsed value is left). */
+  readonly body: Uint8Array;
+  /** The parsed body, when the framework parsed it (see `FingerprintInput.parsedJson`). */
+  readonly parsedJson?: { readonly value: unknown };
+  /**
+   * The request to use from here on, when reading the body replaced it (a fetch `Request`, whose
+   * body can be read once): the scope hook and the handler get this one.
+   */
+  readonly request?: Req;
+}
+
+/**
+ * How one framework's request is read: written once per adapter (or per route), not per request,
+ * so that `decide` allocates nothing to learn about a request.
+ */
+export interface RequestReader<Req, Body extends RequestBody<Req> = RequestBody<Req>> {
+  method(request: Req): string;
+  /** Every occurrence of a request header; `name` is lower-case. */
+  header(request: Req, name: string): readonly string[] | string | null | undefined;
+  /** The path with its query string, as received. */
+  path(request: Req): string;
+  contentType(request: Req): string | null | undefined;
+  /**
+   * Reads the body, up to `limit` bytes: throws `BodyTooLargeError` past it (answered 413). Called
+   * only for a request that carries a key. A plain value is used as it is, without waiting a turn.
+   */
+  readBody(request: Req, limit: number): Body | PromiseLike<Body>;
+  /** Overrides the engine's `required` (a Fastify route's own setting). */
+  readonly required?: boolean;
+}
+
+/**
+ * The engine's one answer to a request, from `decide`. Errors the client caused or the store
+ * reported arrive as `reject`, never thrown; only unexpected ones (a bug, a scope hook that threw
+ * something else) reject the promise, and the adapter hands those to its framework.
+ */
+export type Decision<Req = unknown, Body extends RequestBody<Req> = RequestBody<Req>> =
+  /**
+   * Run the handler unprotected: the method is not covered, the request has no key and none is
+   * required, or (`failOpen`) the store is down. After a fail-open the body was read: `body` is it.
+   */
+  | { readonly kind: 'pass'; readonly failOpen: false; readonly body: undefined }
+  | { readonly kind: 'pass'; readonly failOpen: true; readonly body: Body }
+  /** Send this stored answer (`replayHeaderList`/`replayHeaderRecord`, `replayBody`). */
+  | { readonly kind: 'replay'; readonly response: StoredResponse }
+  /** Send this problem (400 key, 413, 409, 422, 503, invalid scope…); nothing was claimed. */
+  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
+  /** Run the handler under `execution`, then `execution.finish` with its answer. */
+  | { readonly kind: 'execute'; readonly execution: Execution; readonly body: Body };
+
+/** @deprecated Use `Decision` (from `IdempotencyEngine.decide`). */
 export type Admission =
   | { readonly kind: 'replay'; readonly response: StoredResponse }
   | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
   | { readonly kind: 'execute'; readonly execution: Execution }
   /** The store is down and `failOpen` is set: run the handler without protection. */
   | { readonly kind: 'unprotected' };
+
+const PASS = Object.freeze({ kind: 'pass', failOpen: false, body: undefined } as const);
+
+/** Tells, at each lease-keeper tick, whether the answer went out without `finish` (a hijacked reply). */
+export type AbandonedCheck<Target> = (target: Target) => boolean;
 
 /** What the handler sees of its idempotency context. */
 export interface IdempotencyContext<Tx = unknown> {
@@ -83,7 +143,7 @@ export interface FencedTransaction<Tx = unknown> {
 const WAIT_POLL_MIN_MS = 10;
 const WAIT_POLL_MAX_MS = 250;
 
-/** What Execution.watchResponse reads of a Node ServerResponse. */
+/** What the deprecated `Execution.watchResponse` reads of a Node ServerResponse. */
 export interface WatchedResponse {
   readonly writableFinished: boolean;
 }
@@ -92,11 +152,18 @@ export interface WatchedResponse {
 const LEASE_TICKS = 3;
 
 /**
- * The framework-neutral decision matrix. Adapters parse the key, read the body, ask `admit`, and
- * then either replay, reject, or run the handler under the returned `Execution`.
+ * The framework-neutral decision matrix. An adapter asks `decide` about each request, with a
+ * `RequestReader` for its framework, and then passes it through, replays, rejects, or runs the
+ * handler under the returned `Execution` and gives its answer to `execution.finish`.
  */
 export class IdempotencyEngine<Req = unknown> {
   readonly options: ResolvedOptions<Req>;
+  /**
+   * Headers that describe the handler's representation (the replayed ones, Set-Cookie,
+   * Content-Length, Content-Encoding): an adapter drops them when a problem replaces its answer.
+   */
+  readonly representationHeaders: readonly string[];
+  private readonly headerName: string;
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
   private readonly claimOptions: ClaimOptions;
@@ -105,8 +172,10 @@ export class IdempotencyEngine<Req = unknown> {
     this.options = resolveOptions(options);
     this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
     this.deadlines = new Deadlines(this.options.storeTimeoutMs);
-    // Ticks every third of a lease: renews leases (unless renewLease is off) and notices clients
-    // that have gone and answers that went out without us (Execution.watchResponse).
+    this.headerName = this.options.header.toLowerCase();
+    this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
+    // Ticks every third of a lease: renews leases (unless renewLease is off), and asks each
+    // adapter's check whether an answer went out without us (Execution.watch).
     this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS)));
   }
 
@@ -124,7 +193,36 @@ export class IdempotencyEngine<Req = unknown> {
     return key;
   }
 
+  /**
+   * Answers one request: pass it through, replay, reject with a problem, or execute. A missing or
+   * invalid key, a body over `maxBodyBytes`, a conflict, a mismatch, an outage are all `reject`s;
+   * the promise rejects only for what idemkit did not expect (a scope hook that threw, a bug).
+   */
+  async decide<Body extends RequestBody<Req>>(request: Req, reader: RequestReader<Req, Body>): Promise<Decision<Req, Body>> {
+    const method = reader.method(request);
+    if (!this.covers(method)) return PASS;
+    try {
+      const key = this.parseKey(reader.header(request, this.headerName), reader.required ?? this.options.required);
+      if (key === undefined) return PASS;
+      const read = reader.readBody(request, this.options.maxBodyBytes);
+      // Most readers answer at once (a body a parser already read): awaiting would cost a turn.
+      const body = isPromiseLike(read) ? await read : read;
+      const current = body.request ?? request;
+      const facts: RequestFacts = { method, path: reader.path(request), contentType: reader.contentType(request), body: body.body, parsedJson: body.parsedJson };
+      return await this.claim(current, key, facts, body);
+    } catch (error) {
+      if (error instanceof IdempotencyHttpError) return { kind: 'reject', error };
+      throw error;
+    }
+  }
+
+  /** @deprecated Use `decide`, which also parses the key and reads the body. */
   async admit(request: Req, key: string, facts: RequestFacts): Promise<Admission> {
+    const decision = await this.claim(request, key, facts, undefined);
+    return decision.kind === 'pass' ? { kind: 'unprotected' } : decision;
+  }
+
+  private async claim<Body>(request: Req, key: string, facts: RequestFacts, body: Body): Promise<ClaimDecision<Body>> {
     const { options } = this;
     // Most scope hooks answer synchronously; awaiting a plain value would still cost a turn.
     const scoped = options.scope(request);
@@ -159,7 +257,7 @@ export class IdempotencyEngine<Req = unknown> {
         // A scope the store cannot keep (too long for its column, say) is the request's problem,
         // not an outage: never a 503, and never a reason for failOpen to run unprotected.
         if (error instanceof InvalidRecordRefError && error.field === 'scope') return { kind: 'reject', error: new InvalidScopeError(error.reason) };
-        return this.storeDown(error);
+        return this.storeDown(error, body);
       }
       switch (claim.kind) {
         case 'completed':
@@ -167,8 +265,8 @@ export class IdempotencyEngine<Req = unknown> {
         case 'mismatch':
           return { kind: 'reject', error: new KeyMismatchError() };
         case 'acquired':
-          if (options.transactional) return this.startTransactionalExecution(ref, claim);
-          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines) };
+          if (options.transactional) return this.startTransactionalExecution(ref, claim, body);
+          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines), body };
         case 'in_flight': {
           const remaining = deadline - Date.now();
           if (options.inFlight === 'conflict' || remaining <= 0) {
@@ -181,7 +279,7 @@ export class IdempotencyEngine<Req = unknown> {
     }
   }
 
-  private async startTransactionalExecution(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<Admission> {
+  private async startTransactionalExecution<Body>(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>, body: Body): Promise<ClaimDecision<Body>> {
     const store = this.options.store as TransactionalStore;
     let transaction: StoreTransaction<unknown>;
     try {
@@ -191,16 +289,27 @@ export class IdempotencyEngine<Req = unknown> {
       transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     } catch (error) {
       await store.release(ref, claim.token).catch(this.options.onError);
-      return this.storeDown(error);
+      return this.storeDown(error, body);
     }
-    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines) };
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines), body };
   }
 
-  private storeDown(error: unknown): Admission {
+  private storeDown<Body>(error: unknown, body: Body): ClaimDecision<Body> {
     this.options.onError(error);
-    if (this.options.failOpen) return { kind: 'unprotected' };
+    if (this.options.failOpen) return { kind: 'pass', failOpen: true, body };
     return { kind: 'reject', error: new StoreUnavailableHttpError(error) };
   }
+}
+
+/** What a claim decides: a `Decision` over any body (undefined for the deprecated `admit`). */
+type ClaimDecision<Body> =
+  | { readonly kind: 'pass'; readonly failOpen: true; readonly body: Body }
+  | { readonly kind: 'replay'; readonly response: StoredResponse }
+  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
+  | { readonly kind: 'execute'; readonly execution: Execution; readonly body: Body };
+
+function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown }).then === 'function';
 }
 
 /** One claimed request while its handler runs: lease renewal, checkpoints, and the fenced finish. */
@@ -212,7 +321,9 @@ export class Execution {
   private readonly transaction: StoreTransaction<unknown> | undefined;
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
-  private response: WatchedResponse | undefined;
+  /** What the adapter watches (its response), and how; see `watch`. */
+  private watched: object | undefined;
+  private abandoned: AbandonedCheck<never> | undefined;
   private readonly startedAt = Date.now();
   /** Closed when the execution ends (or runs past `maxExecutionMs`): `ctx.tx` refuses use from then on. */
   private readonly fence: { closedBecause: string | undefined } = { closedBecause: undefined };
@@ -267,15 +378,22 @@ export class Execution {
   }
 
   /**
-   * Watches the Node response this execution answers through, from the lease keeper's ticks (a
-   * listener per request cost more than the claim): an answer that went out without passing
-   * `finish` (a hijacked reply) stored nothing, so the claim is released. Whether the client is
-   * still connected is deliberately not read: the lease belongs to the handler, which may still
-   * act after its client left, so the claim is renewed for as long as it runs and its result is
-   * completed under its token when it ends (a retry meanwhile gets 409, then the replay).
+   * Lets the adapter watch the response this execution answers through, from the lease keeper's
+   * ticks (not a listener per request, which costs more than the claim): when `abandoned(target)`
+   * says the answer went out without passing `finish` (a hijacked reply), nothing was stored and
+   * the claim is released. Whether the client is still connected is deliberately not a reason:
+   * the lease belongs to the handler, which may still act after its client left, so the claim is
+   * renewed for as long as it runs and its result is completed when it ends (a retry meanwhile
+   * gets 409, then the replay). The target is let go of when the execution ends.
    */
+  watch<Target extends object>(target: Target, abandoned: AbandonedCheck<Target>): void {
+    this.watched = target;
+    this.abandoned = abandoned as AbandonedCheck<never>;
+  }
+
+  /** @deprecated Node-specific: the HTTP adapters call `watch` with their own check. */
   watchResponse(response: WatchedResponse): void {
-    this.response = response;
+    this.watch(response, finishedWithoutUs);
   }
 
   private async beginPhaseTransaction(): Promise<FencedTransaction> {
@@ -312,7 +430,7 @@ export class Execution {
 
   /** Called by the lease keeper every third of a lease: extends the lease, or learns that it was lost. */
   renew(): void {
-    if (this.response?.writableFinished) {
+    if (this.watched !== undefined && (this.abandoned as AbandonedCheck<object>)(this.watched)) {
       void this.abort();
       return;
     }
@@ -338,27 +456,45 @@ export class Execution {
   }
 
   /**
-   * Marks the execution ended and lets go of the response. Adapters find their state through a
-   * WeakMap keyed by the response (Express): a value that points back at its key keeps every
-   * finished request alive through young-generation collections (V8 ephemerons): scavenge time
-   * per request went from ~18 µs to ~13 µs when this reference was dropped (--trace-gc, Express
-   * on the memory store, 5 s of new keys).
+   * Marks the execution ended and lets go of the watched response: the Express adapter keeps its
+   * state in a WeakMap keyed by the response, and a value pointing back at its key would keep every
+   * finished request alive through young-generation collections (docs/performance.md).
    */
   private end(): void {
     this.finished = true;
     this.fence.closedBecause ??= 'its request ended';
-    this.response = undefined;
+    this.watched = undefined;
     this.stopRenewal();
   }
 
   /**
-   * Ends the execution with the handler's captured response. Returns undefined when that response
-   * should be sent, or an error to send instead (in transactional mode, when nothing was committed).
+   * Ends the execution with the handler's answer: its status, headers (a fetch `Headers`, an
+   * entries list, or a Node-style record such as `res.getHeaders()`) and body bytes. The engine
+   * keeps what it replays (the allowlisted headers) and stores it. Returns undefined when that
+   * answer should be sent, or an error to send instead (in transactional mode, when nothing was
+   * committed). The stored form (`finish(storedResponse, threw)`) is accepted as well.
    *
    * `threw` tells that the response is the framework's answer to a thrown error: it is stored
    * (Stripe keeps 500s) unless the mode is transactional, where the rollback means nothing happened.
    */
-  async finish(response: StoredResponse, threw = false): Promise<IdempotencyHttpError | undefined> {
+  finish(status: number, headers: ResponseHeaders, body: Uint8Array, threw?: boolean): Promise<IdempotencyHttpError | undefined>;
+  finish(response: StoredResponse, threw?: boolean): Promise<IdempotencyHttpError | undefined>;
+  finish(
+    statusOrResponse: number | StoredResponse,
+    headersOrThrew?: ResponseHeaders | boolean,
+    body?: Uint8Array,
+    threw = false,
+  ): Promise<IdempotencyHttpError | undefined> {
+    if (typeof statusOrResponse !== 'number') return this.store(statusOrResponse, headersOrThrew === true);
+    const headers = headersOrThrew as ResponseHeaders;
+    const allow = this.options.replayHeaders;
+    const stored = isIterable(headers)
+      ? toStoredResponse(statusOrResponse, headers, body!, allow)
+      : toStoredResponseFromRecord(statusOrResponse, headers, body!, allow);
+    return this.store(stored, threw);
+  }
+
+  private async store(response: StoredResponse, threw: boolean): Promise<IdempotencyHttpError | undefined> {
     if (this.finished) return undefined;
     this.end();
     const { store, onError } = this.options;
@@ -442,6 +578,14 @@ export class Execution {
       if (!(error instanceof LeaseLostError)) this.options.onError(error);
     }
   }
+}
+
+function finishedWithoutUs(response: WatchedResponse): boolean {
+  return response.writableFinished;
+}
+
+function isIterable(headers: ResponseHeaders): headers is Iterable<readonly [string, string | number | readonly string[] | undefined]> {
+  return typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function';
 }
 
 function delay(ms: number): Promise<void> {

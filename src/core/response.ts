@@ -20,6 +20,9 @@ export function isNullBodyStatus(status: number): boolean {
 
 type HeaderValue = string | number | readonly string[] | undefined;
 
+/** A response's headers as adapters have them: a fetch `Headers` or entries, or a Node-style record. */
+export type ResponseHeaders = Iterable<readonly [string, HeaderValue]> | Readonly<Record<string, HeaderValue>>;
+
 /** Builds the record of a response, keeping only allowlisted headers (never Set-Cookie). */
 export function toStoredResponse(
   status: number,

@@ -1,14 +1,16 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Execution, IdempotencyContext } from '../core/engine.js';
+import type { Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
-import { BodyTooLargeError, IdemkitError, IdempotencyHttpError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import type { IdempotencyHttpError } from '../core/errors.js';
+import { BodyTooLargeError, IdemkitError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { REPRESENTATION_HEADERS, isNullBodyStatus, replayBody, replayHeaderRecord, toStoredResponseFromRecord } from '../core/response.js';
+import { isNullBodyStatus, replayBody, replayHeaderRecord } from '../core/response.js';
 import { booleanOption } from '../core/validate.js';
 import { headerValues } from './node-headers.js';
+import { watchResponse } from './node-response.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
@@ -31,16 +33,15 @@ declare module 'fastify' {
 
 /** What one keyed request carries from preHandler to onSend. */
 interface Pending {
-  readonly key: string;
   execution?: Execution;
   threw: boolean;
   tooLarge: boolean;
 }
 
 const EMPTY = Buffer.alloc(0);
-// Each hook a request passes costs it a few µs: onError runs only on errors, and what an
-// onRequest and an onResponse hook did is done in preHandler and by the lease keeper. preParsing
-// keeps the body bytes of a keyed request for the fingerprint (see teeBody).
+// As few hooks as the work needs, since each costs every request (docs/performance.md): onError
+// runs only on errors, and what an onRequest and an onResponse hook did is done in preHandler and
+// by the lease keeper. preParsing keeps the body bytes of a keyed request for the fingerprint.
 const HOOKS = ['preParsing', 'preHandler', 'onSend', 'onError'] as const;
 const kProtected = Symbol('idemkit.fastify.route');
 /** A request decoration (so every request has it from construction): its Pending, or null. */
@@ -53,10 +54,10 @@ type TeedRequest = FastifyRequest & { [kBody]: BodyTee | null };
 
 async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<FastifyRequest>): Promise<void> {
   const engine = new IdempotencyEngine<FastifyRequest>(options);
-  const { header, maxBodyBytes, replayHeaders } = engine.options;
+  const { header, maxBodyBytes } = engine.options;
   const headerName = header.toLowerCase();
   // Headers that describe the handler's representation; dropped when a problem replaces it.
-  const entityHeaders = [...replayHeaders, ...REPRESENTATION_HEADERS];
+  const entityHeaders = engine.representationHeaders;
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
   // Fastify builds each request with its decorations in place: reading and writing this property
   // costs less than a WeakMap. Each plugin instance owns the requests of its own routes only.
@@ -81,6 +82,20 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const bodyLimit = Math.min(route.bodyLimit ?? fastify.initialConfig.bodyLimit ?? maxBodyBytes, maxBodyBytes);
     route.bodyLimit = bodyLimit;
 
+    // How the engine reads a request of this route: its body is what Fastify parsed, with the
+    // bytes the preParsing tee kept.
+    const reader: RequestReader<FastifyRequest> = {
+      method: (request) => request.method,
+      header: (request, name) => headerValues(request.raw, name),
+      path: (request) => request.url,
+      contentType: (request) => request.headers['content-type'],
+      readBody: (request) => {
+        const teed = teedBytes((request as TeedRequest)[kBody], bodyLimit);
+        (request as TeedRequest)[kBody] = null;
+        return bodyFacts(request.body, request.headers['content-type'], teed);
+      },
+      required,
+    };
     const keyedRequest = (request: FastifyRequest): boolean => {
       if (!engine.covers(request.method)) return false;
       try {
@@ -106,45 +121,31 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       // here means reply.send() without done(), as Fastify's callback-style hooks do.
       preHandler(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
         if (!engine.covers(request.method)) return done();
-        let key: string | undefined;
-        try {
-          key = engine.parseKey(headerValues(request.raw, headerName), required);
-        } catch (error) {
-          sendProblem(reply, error);
-          return;
-        }
-        if (key === undefined) return done();
-        const contentType = request.headers['content-type'];
-        const teed = teedBytes((request as TeedRequest)[kBody], bodyLimit);
-        (request as TeedRequest)[kBody] = null;
-        const facts = { method: request.method, path: request.url, contentType, ...bodyFacts(request.body, contentType, teed) };
-        engine.admit(request, key, facts).then(
-          (admission) => {
-            switch (admission.kind) {
+        engine
+          .decide(request, reader)
+          .then((decision) => {
+            switch (decision.kind) {
+              case 'pass':
+                return done();
               case 'replay': {
-                const { response } = admission;
+                const { response } = decision;
                 reply.code(response.status).headers(replayHeaderRecord(response));
                 reply.send(sendable(replayBody(response)));
                 return;
               }
               case 'reject':
-                sendProblem(reply, admission.error);
+                sendProblem(reply, decision.error);
                 return;
-              case 'unprotected':
-                return done();
               case 'execute':
-                (request as TrackedRequest)[kPending] = { key, execution: admission.execution, threw: false, tooLarge: false };
-                request.idempotency = admission.execution.context;
+                (request as TrackedRequest)[kPending] = { execution: decision.execution, threw: false, tooLarge: false };
+                request.idempotency = decision.execution.context;
                 // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
-                admission.execution.watchResponse(reply.raw);
+                watchResponse(decision.execution, reply.raw);
                 return done();
             }
-          },
-        ).catch((error: unknown) => {
-          // The store failed (a problem answer), or answering threw: Fastify's error handling.
-          if (error instanceof IdempotencyHttpError && !reply.sent) sendProblem(reply, error);
-          else done(error as Error);
-        });
+          })
+          // A scope hook that threw, or answering that threw: Fastify's error handling.
+          .catch((error: unknown) => done(error as Error));
       },
 
       onError(request: FastifyRequest, _reply: FastifyReply, error: Error & { code?: string }, done: () => void) {
@@ -152,7 +153,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         if (state?.execution) state.threw = true;
         else if (!state && error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' && keyedRequest(request)) {
           // Refused before preHandler: a keyed request gets the matrix's 413 (in onSend).
-          (request as TrackedRequest)[kPending] = { key: '', threw: false, tooLarge: true };
+          (request as TrackedRequest)[kPending] = { threw: false, tooLarge: true };
         }
         done();
       },
@@ -196,8 +197,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const execution = state.execution!;
     state.execution = undefined; // captured once; a later error answer passes through
     const bytes = isNullBodyStatus(reply.statusCode) ? EMPTY : read;
-    const stored = toStoredResponseFromRecord(reply.statusCode, reply.getHeaders(), bytes, replayHeaders);
-    const replacement = await execution.finish(stored, state.threw);
+    const replacement = await execution.finish(reply.statusCode, reply.getHeaders(), bytes, state.threw);
     // The payload as it came (a string goes out in one write with the headers), or its bytes.
     if (!replacement) return payload === null || payload === undefined || typeof payload === 'string' ? payload : bytes;
     for (const name of entityHeaders) reply.removeHeader(name);
@@ -205,8 +205,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     return JSON.stringify(replacement.problem());
   }
 
-  function sendProblem(reply: FastifyReply, error: unknown): FastifyReply {
-    if (!(error instanceof IdempotencyHttpError)) throw error;
+  function sendProblem(reply: FastifyReply, error: IdempotencyHttpError): FastifyReply {
     return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem()));
   }
 }
@@ -237,8 +236,7 @@ interface BodyTee {
  * (unlike on('data')) does not start the stream flowing, so the bytes still go to Fastify's parser,
  * whenever and however it reads them (every read emits 'data'). Whether every byte was seen is
  * asked of the stream afterwards (`readableEnded`) rather than told by an 'end' listener, which
- * cost more than the rest together. With the fingerprint's reading of the bytes, a keyed request
- * pays ~1.2–1.5 µs for exact digits (docs/semantics.md, "The fingerprint").
+ * cost more than the rest together. What exact digits cost a keyed request: docs/performance.md.
  */
 function teeBody(payload: BodyStream, limit: number): BodyTee {
   const tee: BodyTee = { payload, chunks: [], size: 0 };
@@ -260,7 +258,7 @@ function teedBytes(tee: BodyTee | null, limit: number): Buffer | undefined {
  * The fingerprint's view of the body: the bytes the client sent when they were kept whole (with
  * the parsed JSON, which spares a second parse), else what Fastify's parser made of them.
  */
-function bodyFacts(body: unknown, contentType: string | undefined, bytes: Buffer | undefined): { body: Uint8Array; parsedJson?: { value: unknown } } {
+function bodyFacts(body: unknown, contentType: string | undefined, bytes: Buffer | undefined): RequestBody<FastifyRequest> {
   const json = contentType !== undefined && isJsonMediaType(contentType);
   if (bytes !== undefined) {
     // A JSON parser's object or array spares the fingerprint a second parse; a Buffer or a

@@ -1,7 +1,72 @@
-import { BodyTooLargeError, IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import type { Execution, IdempotencyEngine, RequestBody, RequestReader } from '../core/engine.js';
+import type { IdempotencyHttpError } from '../core/errors.js';
+import { BodyTooLargeError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { concatBytes, readStreamLimited } from '../core/bytes.js';
 import { isNullBodyStatus, replayBody, replayHeaderList } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
+
+/**
+ * How a fetch-style framework (answers are WHATWG `Response`s) runs its handler; written once per
+ * adapter. `Req` is what the scope hook receives, `Next` what the framework gives the adapter to
+ * go on with (Hono's `next`), `Passed` what passing through returns.
+ */
+export interface FetchStyle<Req, Next, Passed> {
+  readonly reader: RequestReader<Req>;
+  /** Runs the handler unprotected; `request` is the one to hand on (its body may have been read). */
+  pass(request: Req, next: Next): Passed | Promise<Passed>;
+  /** Runs the handler under `execution` and returns its response. */
+  run(request: Req, next: Next, execution: Execution): Response | Promise<Response>;
+  /** Whether the response `run` returned is the framework's answer to a thrown error. */
+  threw?(request: Req): boolean;
+}
+
+/**
+ * The fetch-style sequence: the engine decides; a replay or a problem is answered here; otherwise
+ * the handler runs, unprotected or under its execution, whose answer is stored before it is
+ * returned. Unexpected errors from the engine (a scope hook that threw) reject.
+ */
+export async function answerFetchStyle<Req, Next, Passed>(
+  engine: IdempotencyEngine<Req>,
+  style: FetchStyle<Req, Next, Passed>,
+  request: Req,
+  next: Next,
+): Promise<Response | Passed> {
+  const decision = await engine.decide(request, style.reader);
+  switch (decision.kind) {
+    case 'pass':
+      return style.pass(handedOn(request, decision.body), next);
+    case 'replay':
+      return replayResponse(decision.response);
+    case 'reject':
+      return problemResponse(decision.error);
+    case 'execute':
+      break;
+  }
+  const { execution } = decision;
+  let response: Response;
+  let bytes: Uint8Array;
+  let threw: boolean;
+  try {
+    response = await style.run(handedOn(request, decision.body), next, execution);
+    bytes = new Uint8Array(await response.arrayBuffer());
+    threw = style.threw?.(request) ?? false;
+  } catch (error) {
+    // What the framework did not turn into an answer (a thrown value that is not an Error on Hono,
+    // an error handler that threw, a body stream that failed while it was read). Releasing the claim
+    // would let the retry run the handler again: a 500 is answered and stored (in transactional mode
+    // `threw` rolls back and releases, as for an Error).
+    engine.options.onError(error);
+    threw = true;
+    response = handlerErrorResponse();
+    bytes = new Uint8Array(await response.arrayBuffer());
+  }
+  const replacement = await execution.finish(response.status, response.headers, bytes, threw);
+  return replacement ? problemResponse(replacement) : rebuildResponse(response, bytes);
+}
+
+function handedOn<Req>(request: Req, body: RequestBody<Req> | undefined): Req {
+  return body?.request ?? request;
+}
 
 /** A problem+json response for an idempotency error. */
 export function problemResponse(error: IdempotencyHttpError): Response {
@@ -48,10 +113,4 @@ export async function readLimited(request: Request, limit: number): Promise<Uint
 export function pathWithQuery(url: string): string {
   const parsed = new URL(url);
   return parsed.pathname + parsed.search;
-}
-
-/** Maps an idempotency error to its problem response; anything else is rethrown. */
-export function asProblem(error: unknown): Response {
-  if (error instanceof IdempotencyHttpError) return problemResponse(error);
-  throw error;
 }

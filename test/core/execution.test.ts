@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Execution, WatchedResponse } from '../../src/core/engine.js';
+import type { Execution } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InvalidRecordRefError, TransactionEndedError } from '../../src/core/errors.js';
 import { memoryStore } from '../../src/stores/memory.js';
@@ -13,8 +13,8 @@ async function watchedExecution(key: string): Promise<{ execution: Execution; en
   const engine = new IdempotencyEngine({ store: memoryStore({ sweepIntervalMs: 0 }) });
   const admission = await engine.admit({}, key, facts);
   if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
-  const response: WatchedResponse = { writableFinished: false };
-  admission.execution.watchResponse(response);
+  const response = { writableFinished: false };
+  admission.execution.watch(response, (r) => r.writableFinished);
   return { execution: admission.execution, engine };
 }
 
@@ -25,7 +25,7 @@ async function watchedExecution(key: string): Promise<{ execution: Execution; en
  * (every finished request then survives, and is copied by, each scavenge). Private state is read
  * here on purpose: the cycle has no behaviour a test could see, only a cost.
  */
-const watched = (execution: Execution) => (execution as unknown as { response: WatchedResponse | undefined }).response;
+const watched = (execution: Execution) => (execution as unknown as { watched: object | undefined }).watched;
 
 describe('Execution lets go of its response when it ends', () => {
   it('on finish', async () => {
@@ -61,7 +61,8 @@ describe('the lease belongs to the handler, not to the connection', () => {
     const engine = new IdempotencyEngine({ store, leaseMs: 300 });
     const execution = await admitted(engine, 'gone');
     // A Node response whose client hung up: destroyed, never finished.
-    execution.watchResponse({ writableFinished: false, destroyed: true } as WatchedResponse);
+    const response = { writableFinished: false, destroyed: true };
+    execution.watch(response, (r) => r.writableFinished);
     await vi.advanceTimersByTimeAsync(3_000); // ten leases
     const during = await engine.admit({}, 'gone', facts);
     expect(during.kind === 'reject' && during.error.code).toBe('ERR_IDEMKIT_KEY_IN_FLIGHT');
