@@ -6,7 +6,18 @@ export type { FingerprintInput, FingerprintOptions } from './fingerprint.js';
 export { resolveOptions, DEFAULT_REPLAY_HEADERS } from './options.js';
 export type { IdempotencyOptions, ResolvedOptions } from './options.js';
 export { IdempotencyEngine, Execution } from './engine.js';
-export type { Admission, FencedTransaction, IdempotencyContext, RequestFacts } from './engine.js';
+export type {
+  AbandonedCheck,
+  /** @deprecated Use `Decision`. */
+  Admission,
+  Decision,
+  FencedTransaction,
+  IdempotencyContext,
+  RequestBody,
+  RequestFacts,
+  RequestReader,
+} from './engine.js';
+export type { ResponseHeaders } from './response.js';
 export { toStoredResponse, replayHeaderList, replayHeaderRecord, replayBody, isNullBodyStatus, REPLAYED_HEADER, BODY_OMITTED_HEADER } from './response.js';
 export { newOwnerToken } from './token.js';
 export { canListAbandoned, fitResponse, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from './store.js';

@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import type { RequestBody, RequestReader } from '../../src/core/engine.js';
+import { IdempotencyEngine } from '../../src/core/engine.js';
+import { BodyTooLargeError, KeyMismatchError, StoreUnavailableError } from '../../src/core/errors.js';
+import { memoryStore } from '../../src/stores/memory.js';
+
+/** A plain object standing in for a framework's request. */
+interface FakeRequest {
+  method: string;
+  headers: Record<string, string | string[]>;
+  body: string;
+  url?: string;
+}
+
+const reader: RequestReader<FakeRequest> = {
+  method: (r) => r.method,
+  header: (r, name) => r.headers[name],
+  path: (r) => r.url ?? '/charges',
+  contentType: () => 'application/json',
+  readBody: (r, limit) => {
+    const body = Buffer.from(r.body);
+    if (body.byteLength > limit) throw new BodyTooLargeError(limit);
+    return { body };
+  },
+};
+const post = (key: string | string[] | undefined, body = '{"amount":1}'): FakeRequest => ({
+  method: 'POST',
+  headers: key === undefined ? {} : { 'idempotency-key': key },
+  body,
+});
+
+describe('engine.decide answers every request with one result', () => {
+  it('passes uncovered methods and keyless requests where no key is required, without reading the body', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    let reads = 0;
+    const counting: RequestReader<FakeRequest> = { ...reader, readBody: (r, limit) => (reads++, reader.readBody(r, limit)) };
+    const engine = new IdempotencyEngine<FakeRequest>({ store, required: false });
+    expect(await engine.decide({ ...post('k'), method: 'GET' }, counting)).toEqual({ kind: 'pass', failOpen: false, body: undefined });
+    expect(await engine.decide(post(undefined), counting)).toEqual({ kind: 'pass', failOpen: false, body: undefined });
+    expect(reads).toBe(0);
+    store.close();
+  });
+
+  it('rejects a missing key, an invalid key and a body over maxBodyBytes (never thrown), and claims nothing', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({ store, maxBodyBytes: 16 });
+    const missing = await engine.decide(post(undefined), reader);
+    expect(missing.kind === 'reject' && [missing.error.status, missing.error.code]).toEqual([400, 'ERR_IDEMKIT_KEY_MISSING']);
+    const repeated = await engine.decide(post(['a', 'b']), reader);
+    expect(repeated.kind === 'reject' && [repeated.error.status, repeated.error.code]).toEqual([400, 'ERR_IDEMKIT_KEY_INVALID']);
+    const large = await engine.decide(post('k', JSON.stringify({ amount: 1, note: 'x'.repeat(32) })), reader);
+    expect(large.kind === 'reject' && [large.error.status, large.error.code]).toEqual([413, 'ERR_IDEMKIT_BODY_TOO_LARGE']);
+    expect(store.stats().records).toBe(0);
+    store.close();
+  });
+
+  it("honours the reader's own `required` (a Fastify route's setting)", async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({ store, required: true });
+    expect((await engine.decide(post(undefined), { ...reader, required: false })).kind).toBe('pass');
+    store.close();
+  });
+
+  it('executes, then replays what finish stored from the raw answer (allowlisted headers only), and rejects a changed body', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({ store, replayHeaders: ['x-request-cost'] });
+    const first = await engine.decide(post('k'), reader);
+    if (first.kind !== 'execute') throw new Error(`expected execute, got ${first.kind}`);
+    expect(Buffer.from(first.body.body).toString()).toBe('{"amount":1}');
+    const headers = { 'content-type': 'application/json', 'set-cookie': ['s=1'], 'x-request-cost': 3, 'x-trace': 't' };
+    expect(await first.execution.finish(201, headers, Buffer.from('{"id":1}'))).toBeUndefined();
+    const replay = await engine.decide(post('k'), reader);
+    expect(replay.kind === 'replay' && replay.response).toMatchObject({
+      status: 201,
+      headers: [
+        ['content-type', 'application/json'],
+        ['x-request-cost', '3'],
+      ],
+    });
+    const changed = await engine.decide(post('k', '{"amount":2}'), reader);
+    expect(changed.kind === 'reject' && changed.error).toBeInstanceOf(KeyMismatchError);
+    store.close();
+  });
+
+  it('takes a fetch Headers object as well as a Node-style record', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({ store });
+    const first = await engine.decide(post('h'), reader);
+    if (first.kind !== 'execute') throw new Error(`expected execute, got ${first.kind}`);
+    await first.execution.finish(200, new Headers({ 'content-type': 'text/plain', 'set-cookie': 's=1' }), Buffer.from('ok'));
+    const replay = await engine.decide(post('h'), reader);
+    expect(replay.kind === 'replay' && replay.response.headers).toEqual([['content-type', 'text/plain']]);
+    store.close();
+  });
+
+  it('hands the scope hook the request the reader put in place of the one whose body it read', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const seen: FakeRequest[] = [];
+    const engine = new IdempotencyEngine<FakeRequest>({ store, scope: (r) => (seen.push(r), 'tenant') });
+    const replacement = post('r');
+    const replacing: RequestReader<FakeRequest> = { ...reader, readBody: (r): RequestBody<FakeRequest> => ({ body: Buffer.from(r.body), request: replacement }) };
+    const decision = await engine.decide(post('r'), replacing);
+    expect(decision.kind).toBe('execute');
+    expect(seen).toEqual([replacement]);
+    expect(seen[0]).toBe(replacement);
+    store.close();
+  });
+
+  it('rejects the promise for what idemkit did not expect: a scope hook that throws, a reader that throws', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({
+      store,
+      scope: () => {
+        throw new Error('auth is down');
+      },
+    });
+    await expect(engine.decide(post('k'), reader)).rejects.toThrow('auth is down');
+    const plain = new IdempotencyEngine<FakeRequest>({ store });
+    const broken: RequestReader<FakeRequest> = { ...reader, readBody: () => Promise.reject(new SyntaxError('bad JSON')) };
+    await expect(plain.decide(post('k'), broken)).rejects.toThrow(SyntaxError);
+    expect(store.stats().records).toBe(0);
+    store.close();
+  });
+
+  it('with failOpen, a store outage passes the request through with the body it read', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const down = { ...store, name: 'down', claim: () => Promise.reject(new StoreUnavailableError('down')) };
+    const errors: unknown[] = [];
+    const open = new IdempotencyEngine<FakeRequest>({ store: down, failOpen: true, onError: (e) => errors.push(e) });
+    const decision = await open.decide(post('k'), reader);
+    expect(decision.kind === 'pass' && decision.failOpen && Buffer.from(decision.body.body).toString()).toBe('{"amount":1}');
+    const closed = new IdempotencyEngine<FakeRequest>({ store: down, onError: (e) => errors.push(e) });
+    const refused = await closed.decide(post('k'), reader);
+    expect(refused.kind === 'reject' && refused.error.status).toBe(503);
+    expect(errors).toHaveLength(2);
+    store.close();
+  });
+});
