@@ -89,7 +89,10 @@ export type Admission =
   /** The store is down and `failOpen` is set: run the handler without protection. */
   | { readonly kind: 'unprotected' };
 
-const PASS = Object.freeze({ kind: 'pass', failOpen: false, body: undefined } as const);
+/** The one answer for every request that passes without a key: shared, already resolved. */
+const PASSED: Promise<{ readonly kind: 'pass'; readonly failOpen: false; readonly body: undefined }> = Promise.resolve(
+  Object.freeze({ kind: 'pass', failOpen: false, body: undefined } as const),
+);
 
 /** Tells, at each lease-keeper tick, whether the answer went out without `finish` (a hijacked reply). */
 export type AbandonedCheck<Target> = (target: Target) => boolean;
@@ -198,35 +201,56 @@ export class IdempotencyEngine<Req = unknown> {
    * invalid key, a body over `maxBodyBytes`, a conflict, a mismatch, an outage are all `reject`s;
    * the promise rejects only for what idemkit did not expect (a scope hook that threw, a bug).
    */
-  async decide<Body extends RequestBody<Req>>(request: Req, reader: RequestReader<Req, Body>): Promise<Decision<Req, Body>> {
+  decide<Body extends RequestBody<Req>>(request: Req, reader: RequestReader<Req, Body>): Promise<Decision<Req, Body>> {
     const method = reader.method(request);
-    if (!this.covers(method)) return PASS;
+    if (!this.covers(method)) return PASSED;
+    let key: string | undefined;
+    let read: Body | PromiseLike<Body>;
     try {
-      const key = this.parseKey(reader.header(request, this.headerName), reader.required ?? this.options.required);
-      if (key === undefined) return PASS;
-      const read = reader.readBody(request, this.options.maxBodyBytes);
-      // Most readers answer at once (a body a parser already read): awaiting would cost a turn.
-      const body = isPromiseLike(read) ? await read : read;
-      const current = body.request ?? request;
-      const facts: RequestFacts = { method, path: reader.path(request), contentType: reader.contentType(request), body: body.body, parsedJson: body.parsedJson };
-      return await this.claim(current, key, facts, body);
+      key = this.parseKey(reader.header(request, this.headerName), reader.required ?? this.options.required);
+      if (key === undefined) return PASSED;
+      read = reader.readBody(request, this.options.maxBodyBytes);
     } catch (error) {
-      if (error instanceof IdempotencyHttpError) return { kind: 'reject', error };
-      throw error;
+      return error instanceof IdempotencyHttpError ? Promise.resolve({ kind: 'reject', error }) : Promise.reject(error as Error);
     }
+    // The adapter awaits the claim's own promise: no async layer in between.
+    return this.claim(request, key, method, reader, read);
   }
 
   /** @deprecated Use `decide`, which also parses the key and reads the body. */
   async admit(request: Req, key: string, facts: RequestFacts): Promise<Admission> {
-    const decision = await this.claim(request, key, facts, undefined);
+    const given: RequestReader<Req, RequestFacts> = {
+      method: () => facts.method,
+      header: () => key,
+      path: () => facts.path,
+      contentType: () => facts.contentType,
+      readBody: () => facts,
+    };
+    const decision = await this.claim(request, key, facts.method, given, facts);
     return decision.kind === 'pass' ? { kind: 'unprotected' } : decision;
   }
 
-  private async claim<Body>(request: Req, key: string, facts: RequestFacts, body: Body): Promise<ClaimDecision<Body>> {
+  private async claim<Body extends RequestBody<Req>>(
+    request: Req,
+    key: string,
+    method: string,
+    reader: RequestReader<Req, Body>,
+    read: Body | PromiseLike<Body>,
+  ): Promise<Decision<Req, Body>> {
     const { options } = this;
-    // Most scope hooks answer synchronously; awaiting a plain value would still cost a turn.
-    const scoped = options.scope(request);
-    const scope = typeof scoped === 'string' ? scoped : await scoped;
+    let body: Body;
+    let scope: string;
+    try {
+      // Most bodies and scope hooks are there at once (a body a parser already read, a tenant id
+      // on the request): awaiting a plain value would still cost a turn.
+      body = isPromiseLike(read) ? await read : read;
+      const scoped = options.scope(body.request ?? request);
+      scope = typeof scoped === 'string' ? scoped : await scoped;
+    } catch (error) {
+      // A body over the limit, or a problem the scope hook chose to throw.
+      if (error instanceof IdempotencyHttpError) return { kind: 'reject', error };
+      throw error;
+    }
     if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
     // A lone surrogate cannot be stored as text losslessly (pg turns it into U+FFFD, so two
     // tenants would share records): such a scope is refused before anything is claimed.
@@ -239,6 +263,7 @@ export class IdempotencyEngine<Req = unknown> {
       return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned a scope that starts with U+001F, which idemkit reserves for its own records') };
     }
     const ref: RecordRef = { scope, key };
+    const facts: RequestFacts = { method, path: reader.path(request), contentType: reader.contentType(request), body: body.body, parsedJson: body.parsedJson };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });
     const deadline = Date.now() + options.waitTimeoutMs;
     let pollMs = WAIT_POLL_MIN_MS;
@@ -279,7 +304,11 @@ export class IdempotencyEngine<Req = unknown> {
     }
   }
 
-  private async startTransactionalExecution<Body>(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>, body: Body): Promise<ClaimDecision<Body>> {
+  private async startTransactionalExecution<Body extends RequestBody<Req>>(
+    ref: RecordRef,
+    claim: Extract<Claim, { kind: 'acquired' }>,
+    body: Body,
+  ): Promise<Decision<Req, Body>> {
     const store = this.options.store as TransactionalStore;
     let transaction: StoreTransaction<unknown>;
     try {
@@ -294,19 +323,12 @@ export class IdempotencyEngine<Req = unknown> {
     return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines), body };
   }
 
-  private storeDown<Body>(error: unknown, body: Body): ClaimDecision<Body> {
+  private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {
     this.options.onError(error);
     if (this.options.failOpen) return { kind: 'pass', failOpen: true, body };
     return { kind: 'reject', error: new StoreUnavailableHttpError(error) };
   }
 }
-
-/** What a claim decides: a `Decision` over any body (undefined for the deprecated `admit`). */
-type ClaimDecision<Body> =
-  | { readonly kind: 'pass'; readonly failOpen: true; readonly body: Body }
-  | { readonly kind: 'replay'; readonly response: StoredResponse }
-  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
-  | { readonly kind: 'execute'; readonly execution: Execution; readonly body: Body };
 
 function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as { then?: unknown }).then === 'function';

@@ -18,6 +18,8 @@ export interface FetchStyle<Req, Next, Passed> {
   run(request: Req, next: Next, execution: Execution): Response | Promise<Response>;
   /** Whether the response `run` returned is the framework's answer to a thrown error. */
   threw?(request: Req): boolean;
+  /** Puts the stored answer (or the problem replacing it) in place, where returning it is not enough. */
+  answered?(request: Req, response: Response): void;
 }
 
 /**
@@ -61,7 +63,9 @@ export async function answerFetchStyle<Req, Next, Passed>(
     bytes = new Uint8Array(await response.arrayBuffer());
   }
   const replacement = await execution.finish(response.status, response.headers, bytes, threw);
-  return replacement ? problemResponse(replacement) : rebuildResponse(response, bytes);
+  const answer = replacement ? problemResponse(replacement) : rebuildResponse(response, bytes);
+  style.answered?.(request, answer);
+  return answer;
 }
 
 function handedOn<Req>(request: Req, body: RequestBody<Req> | undefined): Req {

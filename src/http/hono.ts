@@ -45,6 +45,12 @@ const style: FetchStyle<Context, Next, void> = {
   },
   // Hono's compose turns a thrown Error into c.error plus the onError response.
   threw: (c) => c.error !== undefined,
+  // After the handler, returning a response does not replace c.res: set it, cleared first so that
+  // Hono does not merge the two responses' headers.
+  answered: (c, response) => {
+    c.res = undefined;
+    c.res = response;
+  },
 };
 
 /**
@@ -55,13 +61,8 @@ export function idempotency<Tx = unknown>(
   options: IdempotencyOptions<Context>,
 ): MiddlewareHandler<{ Variables: IdempotencyVariables<Tx> }> {
   const engine = new IdempotencyEngine<Context>(options);
-  return async function idempotencyMiddleware(c, next) {
+  return function idempotencyMiddleware(c, next) {
     c.set('idempotency', undefined);
-    const answer = await answerFetchStyle(engine, style, c, next);
-    // A replay or a problem is the answer; after the handler ran, its stored answer replaces c.res
-    // (cleared first, so that Hono does not merge the two responses' headers).
-    if (c.get('idempotency') === undefined) return answer;
-    c.res = undefined;
-    c.res = answer as Response;
+    return answerFetchStyle(engine, style, c, next);
   };
 }
