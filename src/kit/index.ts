@@ -6,7 +6,17 @@
 
 // ─── Adapters: the engine, and what it decides per request ────────────────────────────────────
 export { IdempotencyEngine, Execution } from '../core/engine.js';
-export type { Admission, FencedTransaction, IdempotencyContext, RequestFacts } from '../core/engine.js';
+export type {
+  AbandonedCheck,
+  Admission,
+  Decision,
+  FencedTransaction,
+  IdempotencyContext,
+  RequestBody,
+  RequestFacts,
+  RequestReader,
+} from '../core/engine.js';
+export type { ResponseHeaders } from '../core/response.js';
 export { resolveOptions, DEFAULT_REPLAY_HEADERS } from '../core/options.js';
 export type { IdempotencyOptions, ResolvedOptions } from '../core/options.js';
 export { parseIdempotencyKey, MAX_KEY_LENGTH } from '../core/key.js';
