@@ -1,6 +1,5 @@
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption } from '../core/validate.js';
-import { rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 
 /**
  * A retry budget: a token bucket shared by every call of one client (or of several, if they are
@@ -46,21 +45,18 @@ const UNIT = 1_000_000;
 
 /** Creates a retry budget to share between clients that call the same dependency. */
 export function createRetryBudget(options: RetryBudgetOptions = {}): RetryBudget {
-  return new TokenBucket(resolveBudgetOptions(options, ''));
+  return new TokenBucket(resolveBudgetOptions(options));
 }
 
-/** Validates budget options; `prefix` names them as nested options (`retryBudget.ratio`). */
-export function resolveBudgetOptions(options: RetryBudgetOptions, prefix: string): Required<RetryBudgetOptions> {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError(prefix || 'options', 'expected an object');
-  rejectUnknown(options, ['ratio', 'capacity', 'initialTokens'], prefix);
-  const ratio = options.ratio ?? 0.1;
-  if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1)) {
-    // Catches a percentage written as 10 instead of 0.1.
-    throw new InvalidOptionError(`${prefix}ratio`, `expected a number between 0 and 1, got ${String(ratio)}`);
-  }
-  const capacity = integerOption(`${prefix}capacity`, options.capacity, 10, 1);
-  const initialTokens = integerOption(`${prefix}initialTokens`, options.initialTokens, capacity, 0);
-  if (initialTokens > capacity) throw new InvalidOptionError(`${prefix}initialTokens`, `must be at most capacity (${capacity})`);
+/** Validates budget options; `path` names them as nested options (`retryBudget.ratio`). */
+export function resolveBudgetOptions(options: RetryBudgetOptions, path?: string): Required<RetryBudgetOptions> {
+  const read = optionReader(path === undefined ? 'createRetryBudget()' : `\`${path}\``, options, path === undefined ? {} : { path });
+  // Catches a percentage written as 10 instead of 0.1.
+  const ratio = read.number('ratio', { default: 0.1, min: 0, max: 1 });
+  const capacity = read.integer('capacity', { default: 10, min: 1 });
+  const initialTokens = read.integer('initialTokens', { default: capacity });
+  if (initialTokens > capacity) read.fail('initialTokens', `must be at most capacity (${capacity})`);
+  read.done();
   return { ratio, capacity, initialTokens };
 }
 
@@ -96,7 +92,7 @@ export function budgetOption(value: unknown): RetryBudget | undefined {
   if (value === undefined) return createRetryBudget();
   if (isBudget(value)) return value;
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
-    return new TokenBucket(resolveBudgetOptions(value as RetryBudgetOptions, 'retryBudget.'));
+    return new TokenBucket(resolveBudgetOptions(value as RetryBudgetOptions, 'retryBudget'));
   }
   throw new InvalidOptionError('retryBudget', 'expected a RetryBudget (createRetryBudget()), budget options, or false');
 }

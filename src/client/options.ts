@@ -1,8 +1,6 @@
-import { InvalidOptionError } from '../core/errors.js';
-import { booleanOption, integerOption } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import type { RetryBudget, RetryBudgetOptions } from './budget.js';
 import { budgetOption } from './budget.js';
-import { durationOption, rejectUnknown } from '../core/validate.js';
 
 /** What `onRetry` is told before the client sleeps and retries. */
 export interface RetryContext {
@@ -133,77 +131,54 @@ export interface IdempotentFetchOptions {
   readonly fetch?: typeof globalThis.fetch;
 }
 
-export interface ResolvedClientOptions {
-  readonly retries: number;
-  readonly factor: number;
-  readonly minTimeout: number;
-  readonly maxTimeout: number;
-  readonly randomize: boolean;
-  readonly maxRetryTime: number;
-  readonly attemptTimeout: number;
-  readonly maxRetryAfter: number;
-  readonly budget: RetryBudget | undefined;
-  readonly onRetry: ((context: RetryContext) => void | Promise<void>) | undefined;
-  readonly throwOnError: boolean;
-  readonly methods: ReadonlySet<string>;
-  readonly header: string;
-  readonly maxBodyBytes: number;
-  readonly maxResponseBytes: number;
-  readonly maxRedirects: number;
-  readonly fetch: typeof globalThis.fetch | undefined;
-}
+/**
+ * The options with every default filled in, derived from `IdempotentFetchOptions`: only the ones
+ * resolved into another shape are restated here.
+ */
+export type ResolvedClientOptions = Readonly<
+  Required<Omit<IdempotentFetchOptions, 'retryBudget' | 'onRetry' | 'methods' | 'fetch'>> &
+    Pick<IdempotentFetchOptions, 'onRetry' | 'fetch'> & {
+      /** The budget, undefined with `retryBudget: false`. */
+      readonly budget: RetryBudget | undefined;
+      /** Upper-cased. */
+      readonly methods: ReadonlySet<string>;
+    }
+>;
 
-const KNOWN = [
-  'retries', 'factor', 'minTimeout', 'maxTimeout', 'randomize', 'maxRetryTime', 'attemptTimeout', 'maxRetryAfter',
-  'retryBudget', 'onRetry', 'throwOnError', 'methods', 'header', 'maxBodyBytes',
-  'maxResponseBytes', 'maxRedirects', 'fetch',
-];
 // Names people bring from p-retry, got or ky.
-const HINTS = {
+const ALIASES = {
   onFailedAttempt: 'onRetry', forever: 'retries', timeout: 'attemptTimeout', limit: 'retries', retry: 'retries',
   size: 'maxResponseBytes', follow: 'maxRedirects', // node-fetch's names
 };
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
 export function resolveClientOptions(options: IdempotentFetchOptions): ResolvedClientOptions {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, KNOWN, '', HINTS);
-  const factor = options.factor ?? 2;
-  if (typeof factor !== 'number' || !Number.isFinite(factor) || factor < 1) {
-    throw new InvalidOptionError('factor', `expected a finite number >= 1, got ${String(factor)}`);
-  }
-  const minTimeout = durationOption('minTimeout', options.minTimeout, 500, 0, false);
-  const maxTimeout = durationOption('maxTimeout', options.maxTimeout, 10_000, 0, true);
-  if (minTimeout > maxTimeout) throw new InvalidOptionError('minTimeout', `must be at most maxTimeout (${maxTimeout})`);
-  const methods = options.methods ?? ['POST', 'PATCH'];
-  if (!Array.isArray(methods) || methods.some((m) => typeof m !== 'string' || !TOKEN.test(m))) {
-    throw new InvalidOptionError('methods', 'expected an array of HTTP method names');
-  }
-  const header = options.header ?? 'Idempotency-Key';
-  if (typeof header !== 'string' || !TOKEN.test(header)) throw new InvalidOptionError('header', 'expected a header name');
-  return {
-    retries: integerOption('retries', options.retries, 3, 0),
+  const read = optionReader('createIdempotentFetch()', options, { aliases: ALIASES });
+  const factor = read.number('factor', { default: 2, min: 1 });
+  const minTimeout = read.duration('minTimeout', { default: 500 });
+  const maxTimeout = read.duration('maxTimeout', { default: 10_000, infinity: true });
+  if (minTimeout > maxTimeout) read.fail('minTimeout', `must be at most maxTimeout (${maxTimeout})`);
+  const methods = read.methods('methods', ['POST', 'PATCH']);
+  const header = read.header('header', 'Idempotency-Key');
+  const resolved: ResolvedClientOptions = {
+    retries: read.integer('retries', { default: 3 }),
     factor,
     minTimeout,
     maxTimeout,
-    randomize: booleanOption('randomize', options.randomize, true),
-    maxRetryTime: durationOption('maxRetryTime', options.maxRetryTime, 60_000, 0, true),
-    attemptTimeout: durationOption('attemptTimeout', options.attemptTimeout, 30_000, 1, true),
-    maxRetryAfter: durationOption('maxRetryAfter', options.maxRetryAfter, 60_000, 0, true),
-    budget: budgetOption(options.retryBudget),
-    onRetry: functionOption('onRetry', options.onRetry),
-    throwOnError: booleanOption('throwOnError', options.throwOnError, false),
-    methods: new Set(methods.map((m: string) => m.toUpperCase())),
+    randomize: read.boolean('randomize', { default: true }),
+    maxRetryTime: read.duration('maxRetryTime', { default: 60_000, infinity: true }),
+    attemptTimeout: read.duration('attemptTimeout', { default: 30_000, min: 1, infinity: true }),
+    maxRetryAfter: read.duration('maxRetryAfter', { default: 60_000, infinity: true }),
+    budget: budgetOption(read.value('retryBudget')),
+    onRetry: read.function('onRetry'),
+    throwOnError: read.boolean('throwOnError', { default: false }),
+    methods,
     header,
-    maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1_048_576, 0),
-    maxResponseBytes: integerOption('maxResponseBytes', options.maxResponseBytes, 10_485_760, 0),
-    maxRedirects: integerOption('maxRedirects', options.maxRedirects, 5, 0),
-    fetch: functionOption('fetch', options.fetch),
+    maxBodyBytes: read.integer('maxBodyBytes', { default: 1_048_576 }),
+    maxResponseBytes: read.integer('maxResponseBytes', { default: 10_485_760 }),
+    maxRedirects: read.integer('maxRedirects', { default: 5 }),
+    fetch: read.function('fetch'),
   };
-}
-
-function functionOption<F>(name: string, value: F | undefined): F | undefined {
-  if (value !== undefined && typeof value !== 'function') throw new InvalidOptionError(name, 'expected a function');
-  return value;
+  read.done();
+  return resolved;
 }

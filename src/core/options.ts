@@ -1,8 +1,7 @@
-import { InvalidOptionError } from './errors.js';
 import type { KeyPolicy } from './key.js';
+import { isHttpToken, optionReader } from './option-reader.js';
 import type { IdempotencyStore } from './store.js';
 import { isTransactionalStore } from './store.js';
-import { booleanOption, durationOption, integerOption } from './validate.js';
 
 /** Options shared by every adapter; `Req` is the adapter's native request type. */
 export interface IdempotencyOptions<Req = unknown> {
@@ -113,27 +112,17 @@ export interface IdempotencyOptions<Req = unknown> {
   readonly onError?: (error: unknown) => void;
 }
 
-export interface ResolvedOptions<Req> {
-  readonly store: IdempotencyStore;
+/**
+ * The options with every default filled in. Derived from `IdempotencyOptions`: an option is
+ * declared there once, and only the ones resolved into another shape are restated here.
+ */
+export type ResolvedOptions<Req> = Readonly<Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'replayHeaders'>>> & {
+  /** Upper-cased. */
   readonly methods: ReadonlySet<string>;
-  readonly required: boolean;
-  readonly header: string;
-  readonly keyPolicy: KeyPolicy;
-  readonly scope: (request: Req) => string | Promise<string>;
   readonly fingerprintFields: readonly string[] | undefined;
-  readonly leaseMs: number;
-  readonly windowMs: number;
-  readonly renewLease: boolean;
-  readonly maxExecutionMs: number;
-  readonly maxBodyBytes: number;
-  readonly inFlight: 'conflict' | 'wait';
-  readonly waitTimeoutMs: number;
+  /** Lower-cased, with the defaults. */
   readonly replayHeaders: ReadonlySet<string>;
-  readonly transactional: boolean;
-  readonly storeTimeoutMs: number;
-  readonly failOpen: boolean;
-  readonly onError: (error: unknown) => void;
-}
+};
 
 /** Response headers replayed by default. */
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
@@ -152,70 +141,61 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
 ];
 
 const NEVER_REPLAYED = new Set(['set-cookie', 'set-cookie2']);
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
 export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedOptions<Req> {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  const { store } = options;
+  const read = optionReader('idempotency()', options);
+  const store = read.value('store');
   if (!store || typeof store.claim !== 'function' || typeof store.complete !== 'function') {
-    throw new InvalidOptionError('store', 'expected an IdempotencyStore (memoryStore(), sqliteStore(), …)');
+    read.fail('store', 'expected an IdempotencyStore (memoryStore(), sqliteStore(), …)');
   }
-  const methods = options.methods ?? ['POST', 'PATCH'];
-  if (!Array.isArray(methods) || methods.some((m) => typeof m !== 'string' || !TOKEN.test(m))) {
-    throw new InvalidOptionError('methods', 'expected an array of HTTP method names');
-  }
-  const header = options.header ?? 'Idempotency-Key';
-  if (typeof header !== 'string' || !TOKEN.test(header)) throw new InvalidOptionError('header', 'expected a header name');
-  const keyPolicy = options.keyPolicy ?? {};
-  if (keyPolicy.minLength !== undefined) integerOption('keyPolicy.minLength', keyPolicy.minLength, 1, 1);
-  if (keyPolicy.format !== undefined && !['any', 'uuid', 'ulid'].includes(keyPolicy.format)) {
-    throw new InvalidOptionError('keyPolicy.format', "expected 'any', 'uuid' or 'ulid'");
-  }
-  if (options.scope !== undefined && typeof options.scope !== 'function') {
-    throw new InvalidOptionError('scope', 'expected a function (request) => tenant');
-  }
-  const fields = options.fingerprintFields;
+  const methods = read.methods('methods', ['POST', 'PATCH']);
+  const header = read.header('header', 'Idempotency-Key');
+  const policy = read.object('keyPolicy');
+  policy?.integer('minLength', { min: 1 });
+  policy?.oneOf('format', ['any', 'uuid', 'ulid'], {});
+  policy?.done();
+  const keyPolicy = read.value('keyPolicy') ?? {};
+  const scope = read.function('scope', { default: () => '', expected: 'a function (request) => tenant' });
+  const fields = read.value('fingerprintFields');
   if (fields !== undefined && (!Array.isArray(fields) || fields.length === 0 || fields.some((f) => typeof f !== 'string' || f === ''))) {
-    throw new InvalidOptionError('fingerprintFields', 'expected a non-empty array of field paths');
+    read.fail('fingerprintFields', 'expected a non-empty array of field paths');
   }
-  const leaseMs = durationOption('leaseMs', options.leaseMs, 30_000, 10, false);
-  const windowMs = integerOption('windowMs', options.windowMs, 86_400_000, 1);
-  if (windowMs < leaseMs) throw new InvalidOptionError('windowMs', `must be at least leaseMs (${leaseMs})`);
-  const inFlight = options.inFlight ?? 'conflict';
-  if (inFlight !== 'conflict' && inFlight !== 'wait') throw new InvalidOptionError('inFlight', "expected 'conflict' or 'wait'");
-  const replay = new Set(DEFAULT_REPLAY_HEADERS);
-  for (const name of options.replayHeaders ?? []) {
-    if (typeof name !== 'string' || !TOKEN.test(name)) throw new InvalidOptionError('replayHeaders', `not a header name: ${String(name)}`);
-    if (NEVER_REPLAYED.has(name.toLowerCase())) throw new InvalidOptionError('replayHeaders', 'set-cookie is never replayed');
-    replay.add(name.toLowerCase());
+  const leaseMs = read.duration('leaseMs', { default: 30_000, min: 10 });
+  const windowMs = read.integer('windowMs', { default: 86_400_000, min: 1 });
+  if (windowMs < leaseMs) read.fail('windowMs', `must be at least leaseMs (${leaseMs})`);
+  const inFlight = read.oneOf('inFlight', ['conflict', 'wait'], { default: 'conflict' });
+  const replayHeaders = new Set(DEFAULT_REPLAY_HEADERS);
+  for (const name of read.value('replayHeaders') ?? []) {
+    if (!isHttpToken(name)) read.fail('replayHeaders', `not a header name: ${String(name)}`);
+    if (NEVER_REPLAYED.has(name.toLowerCase())) read.fail('replayHeaders', 'set-cookie is never replayed');
+    replayHeaders.add(name.toLowerCase());
   }
-  const transactional = booleanOption('transactional', options.transactional, false);
+  const transactional = read.boolean('transactional', { default: false });
   if (transactional && !isTransactionalStore(store)) {
-    throw new InvalidOptionError('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
+    read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
   }
-  if (options.onError !== undefined && typeof options.onError !== 'function') {
-    throw new InvalidOptionError('onError', 'expected a function');
-  }
-  return {
+  const resolved: ResolvedOptions<Req> = {
     store,
-    methods: new Set(methods.map((m) => m.toUpperCase())),
-    required: booleanOption('required', options.required, true),
+    methods,
+    required: read.boolean('required', { default: true }),
     header,
     keyPolicy,
-    scope: options.scope ?? (() => ''),
+    scope,
     fingerprintFields: fields,
     leaseMs,
     windowMs,
-    renewLease: booleanOption('renewLease', options.renewLease, true),
-    maxExecutionMs: options.maxExecutionMs === undefined ? Infinity : durationOption('maxExecutionMs', options.maxExecutionMs, Infinity, 1, true),
-    maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
+    renewLease: read.boolean('renewLease', { default: true }),
+    maxExecutionMs: read.duration('maxExecutionMs', { default: Infinity, min: 1, infinity: true }),
+    maxBodyBytes: read.integer('maxBodyBytes', { default: 1024 * 1024, min: 1 }),
     inFlight,
-    waitTimeoutMs: durationOption('waitTimeoutMs', options.waitTimeoutMs, 10_000, 1, false),
-    replayHeaders: replay,
+    waitTimeoutMs: read.duration('waitTimeoutMs', { default: 10_000, min: 1 }),
+    replayHeaders,
     transactional,
-    storeTimeoutMs: durationOption('storeTimeoutMs', options.storeTimeoutMs, 3_000, 1, false),
-    failOpen: booleanOption('failOpen', options.failOpen, false),
-    onError: options.onError ?? (() => {}),
+    storeTimeoutMs: read.duration('storeTimeoutMs', { default: 3_000, min: 1 }),
+    failOpen: read.boolean('failOpen', { default: false }),
+    onError: read.function('onError', { default: () => {} }),
   };
+  read.done();
+  return resolved;
 }

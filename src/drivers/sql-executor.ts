@@ -4,7 +4,7 @@
  * declared in postgres.ts, sqlite.ts and mysql.ts next to this file.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { booleanOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import { gateFor } from './connection-gate.js';
 import type { MysqlConnection, MysqlPool, MysqlQueryable, MysqlValue } from './mysql.js';
 import { execute, mysqlValue } from './mysql.js';
@@ -71,8 +71,9 @@ export type SqlDatabase = PgPoolLike | PgClientLike | SqliteDatabaseLike | Mysql
 /** Accepts a pg Pool or client, a better-sqlite3 Database, a mysql2/promise Pool or connection. */
 export function sqlExecutor(db: SqlDatabase | SqlExecutor, options?: SqlExecutorOptions): SqlExecutor {
   if (isExecutor(db)) return db;
-  if (options !== undefined) rejectUnknown(options, ['joined'], '');
-  const joined = booleanOption('joined', options?.joined, false);
+  const read = optionReader('sqlExecutor()', options ?? {});
+  const joined = read.boolean('joined', { default: false });
+  read.done();
   const d = db as unknown as Record<string, unknown>;
   if (!d || typeof d !== 'object') throw new InvalidOptionError('db', 'expected a pg Pool or client, a better-sqlite3 Database or a mysql2/promise Pool or connection');
   if (typeof d.prepare === 'function' && typeof d.exec === 'function') return sqliteExecutor(db as SqliteDatabaseLike, joined);

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
-import { booleanOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';
-import { ADAPTER_KEYS, deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -85,12 +85,12 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
   if (!channel || typeof channel.consume !== 'function') throw new InvalidOptionError('channel', 'expected an amqplib Channel (promise API)');
   if (typeof queue !== 'string') throw new InvalidOptionError('queue', 'expected a queue name');
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  const { requeue } = validateAdapter(options);
-  rejectUnknown(options, [...ADAPTER_KEYS, 'idHeader', 'hashFallback'], '');
-  if (options.idHeader !== undefined && (typeof options.idHeader !== 'string' || options.idHeader === '')) {
-    throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
-  }
-  const idOptions: AmqpIdOptions = { idHeader: options.idHeader, hashFallback: booleanOption('hashFallback', options.hashFallback, false) };
+  const read = optionReader('amqpConsumeOnce()', options);
+  const { requeue } = validateAdapter(read);
+  const idHeader = read.value('idHeader');
+  if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
+  const idOptions: AmqpIdOptions = { idHeader, hashFallback: read.boolean('hashFallback', { default: false }) };
+  read.done();
   const stats = newStats();
   const inFlight = new Set<Promise<void>>();
 

@@ -1,7 +1,7 @@
 import { IdemkitError, InvalidOptionError } from '../core/errors.js';
 import { internalScope } from '../core/namespaces.js';
 import type { Clock, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
-import { durationOption, rejectUnknown } from '../core/validate.js';
+import { checkDuration, optionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import { InvalidMessageIdError, MissingMessageIdError } from './errors.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
@@ -49,7 +49,8 @@ export type ConsumeResult<T> = { readonly status: 'processed'; readonly value: T
 /** The store variant can also find another delivery of the message still holding its lease. */
 export type StoreConsumeResult<T> = ConsumeResult<T> | { readonly status: 'in_flight'; readonly retryAfterMs: number };
 
-const KNOWN = ['db', 'store', 'consumer', 'messageId', 'retentionMs', 'clock', 'table', 'leaseMs'];
+/** Either variant's options, as one shape the reader can name every key of. */
+type AnyConsumeOptions = CommonOptions & Partial<Pick<SqlConsumeOptions, 'db' | 'table'> & Pick<StoreConsumeOptions, 'store' | 'leaseMs'>>;
 
 /** Validates a consumer name, naming the option. */
 export function consumerOption(value: unknown): string {
@@ -90,13 +91,15 @@ export function consumeOnce<T>(options: SqlConsumeOptions, handler: (tx: SqlExec
 export function consumeOnce<T>(options: StoreConsumeOptions, handler: () => Promise<T>): Promise<StoreConsumeResult<T>>;
 export function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>>;
 export async function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>> {
-  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, KNOWN, '', { tx: 'db', id: 'messageId', window: 'retentionMs' });
+  const read = optionReader<AnyConsumeOptions>('consumeOnce()', options, { aliases: { tx: 'db', id: 'messageId', window: 'retentionMs' } });
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  const consumer = consumerOption(options.consumer);
-  const messageId = messageIdOption(options.messageId);
-  const retentionMs = retentionOption(options.retentionMs);
-  const clock = clockOption(options.clock);
+  const consumer = consumerOption(read.value('consumer'));
+  const messageId = messageIdOption(read.value('messageId'));
+  const retentionMs = retentionOption(read.value('retentionMs'));
+  const clock = clockOption(read.value('clock'));
+  // Each variant reads its own options below; the other variant's are accepted, as they always were.
+  read.accept('db', 'store', 'table', 'leaseMs');
+  read.done();
   if (options.store !== undefined) {
     if (options.db !== undefined) throw new InvalidOptionError('store', 'give either `db` or `store`, not both');
     return consumeWithStore(options, consumer, messageId, retentionMs, clock, handler as () => Promise<T>);
@@ -182,7 +185,7 @@ async function consumeWithStore<T>(
 ): Promise<StoreConsumeResult<T>> {
   const store = options.store;
   if (!store || typeof store.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
-  const leaseMs = durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
+  const leaseMs = checkDuration('leaseMs', options.leaseMs, { default: 60_000, min: 1 });
   const ref: RecordRef = { scope: messageScope(consumer), key: messageId };
   const claim = await store.claim(ref, FINGERPRINT, { leaseMs, windowMs: retentionMs });
   switch (claim.kind) {

@@ -1,6 +1,5 @@
-import { InvalidOptionError } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
-import { booleanOption, durationOption } from '../core/validate.js';
+import type { OptionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
 import { consumeOnce, consumerOption, messageIdOption } from './consume.js';
@@ -37,30 +36,29 @@ export interface ConsumeStats {
   inFlight: number;
 }
 
-export const ADAPTER_KEYS = ['db', 'store', 'consumer', 'table', 'retentionMs', 'leaseMs', 'clock', 'requeue', 'onError', 'onDuplicate'];
-
 export function newStats(): ConsumeStats {
   return { processed: 0, duplicates: 0, failed: 0, refused: 0, inFlight: 0 };
 }
 
 /**
- * Validates everything once, when the consumer starts: a bad option found per message would fail
- * every delivery and requeue it forever.
+ * Validates the options every adapter shares, once, when the consumer starts: a bad option found
+ * per message would fail every delivery and requeue it forever. The adapter reads its own options
+ * from the same reader, then calls `done()`.
  */
-export function validateAdapter<Msg>(options: AdapterOptions<Msg>): { requeue: boolean } {
-  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` (a SqlExecutor) or `store`');
-  if (options.db !== undefined) executorOption(options.db);
-  if (options.store !== undefined && typeof options.store?.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
-  consumerOption(options.consumer);
-  tableOption(options.table);
-  retentionOption(options.retentionMs);
-  clockOption(options.clock);
-  durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
-  for (const name of ['onError', 'onDuplicate'] as const) {
-    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, 'expected a function');
-  }
-  return { requeue: booleanOption('requeue', options.requeue, true) };
+export function validateAdapter<Msg>(read: OptionReader<AdapterOptions<Msg>>): { requeue: boolean } {
+  const db = read.value('db');
+  const store = read.value('store');
+  if ((db === undefined) === (store === undefined)) read.fail('db', 'give exactly one of `db` (a SqlExecutor) or `store`');
+  if (db !== undefined) executorOption(db);
+  if (store !== undefined && typeof store?.claim !== 'function') read.fail('store', 'expected an IdempotencyStore');
+  consumerOption(read.value('consumer'));
+  tableOption(read.value('table'));
+  retentionOption(read.value('retentionMs'));
+  clockOption(read.value('clock'));
+  read.duration('leaseMs', { default: 60_000, min: 1 });
+  read.function('onError');
+  read.function('onDuplicate');
+  return { requeue: read.boolean('requeue', { default: true }) };
 }
 
 export type Outcome = StoreConsumeResult<unknown> | { readonly status: 'failed'; readonly error: unknown };

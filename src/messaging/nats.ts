@@ -1,10 +1,10 @@
 import { InvalidOptionError } from '../core/errors.js';
-import { booleanOption, integerOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats } from './delivery.js';
-import { ADAPTER_KEYS, deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -87,16 +87,13 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T>(
     throw new InvalidOptionError('messages', 'expected an async iterable of JetStream messages (await consumer.consume())');
   }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  const { requeue } = validateAdapter(options);
-  rejectUnknown(options, [...ADAPTER_KEYS, 'idHeader', 'sequenceFallback', 'nakDelayMs'], '');
-  if (options.idHeader !== undefined && (typeof options.idHeader !== 'string' || options.idHeader === '')) {
-    throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
-  }
-  const idOptions: NatsIdOptions = {
-    idHeader: options.idHeader,
-    sequenceFallback: booleanOption('sequenceFallback', options.sequenceFallback, false),
-  };
-  const nakDelayMs = integerOption('nakDelayMs', options.nakDelayMs, 0, 0);
+  const read = optionReader('natsConsumeOnce()', options);
+  const { requeue } = validateAdapter(read);
+  const idHeader = read.value('idHeader');
+  if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
+  const idOptions: NatsIdOptions = { idHeader, sequenceFallback: read.boolean('sequenceFallback', { default: false }) };
+  const nakDelayMs = read.integer('nakDelayMs', { default: 0 });
+  read.done();
   const stats = newStats();
   return { stats, done: loop(messages, options, handler, stats, idOptions, requeue, nakDelayMs) };
 }

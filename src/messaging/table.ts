@@ -1,7 +1,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import type { Clock } from '../core/store.js';
 import { systemClock } from '../core/store.js';
-import { integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlDialect, SqlExecutor } from '../drivers/sql-executor.js';
 import { sqlExecutor } from '../drivers/sql-executor.js';
 
@@ -30,7 +30,7 @@ export function tableOption(value: unknown): string {
 
 /** Validates a retention window in ms: an integer >= 1 (no upper cap; no timer is armed with it). */
 export function retentionOption(value: unknown): number {
-  return integerOption('retentionMs', value, DEFAULT_RETENTION_MS, 1);
+  return checkInteger('retentionMs', value, { default: DEFAULT_RETENTION_MS, min: 1 });
 }
 
 export function clockOption(value: unknown): Clock {
@@ -100,7 +100,9 @@ export function processedTableSql(dialect: SqlDialect, table: string = DEFAULT_P
  */
 export async function migrateProcessed(db: SqlExecutor | SqlDatabase, options: { readonly table?: string } = {}): Promise<void> {
   const exec = executorOption(db);
-  const statements = processedTableSql(exec.dialect, tableOption(options.table));
+  const read = optionReader('migrateProcessed()', options);
+  const statements = processedTableSql(exec.dialect, tableOption(read.value('table')));
+  read.done();
   await exec.transaction(async (tx) => {
     if (tx.dialect === 'postgres') await tx.query("SELECT pg_advisory_xact_lock(hashtext('idemkit_processed_migrate'))");
     for (const statement of statements) await tx.query(statement);
@@ -121,9 +123,11 @@ export interface ReapOptions {
  */
 export async function reapProcessed(db: SqlExecutor | SqlDatabase, options: ReapOptions = {}): Promise<number> {
   const exec = executorOption(db);
-  const t = tableOption(options.table);
-  const limit = integerOption('limit', options.limit, 1000, 1);
-  const now = clockOption(options.clock)();
+  const read = optionReader('reapProcessed()', options);
+  const t = tableOption(read.value('table'));
+  const limit = read.integer('limit', { default: 1000, min: 1 });
+  const now = clockOption(read.value('clock'))();
+  read.done();
   // The limit is a validated integer, inlined: LIMIT placeholders are not portable across drivers.
   const sql =
     exec.dialect === 'mysql'

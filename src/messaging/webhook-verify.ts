@@ -6,7 +6,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Clock } from '../core/store.js';
-import { integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
 import { WebhookVerificationError } from './errors.js';
 import { clockOption } from './table.js';
 
@@ -127,11 +127,19 @@ export function signWebhook(secret: WebhookSecret, id: string, timestamp: number
  * match). Throws WebhookVerificationError with a `reason`; answers the id and timestamp.
  */
 export function verifyWebhook(headers: HeadersLike, body: Uint8Array | string, options: VerifyOptions): VerifiedWebhook {
-  return verifyWithKeys(headers, body, webhookKeys(options.secret), toleranceOption(options.toleranceSec), clockOption(options.clock));
+  const read = optionReader('verifyWebhook()', options, { aliases: WEBHOOK_ALIASES });
+  const keys = webhookKeys(read.value('secret'));
+  const toleranceSec = toleranceOption(read.value('toleranceSec'));
+  const clock = clockOption(read.value('clock'));
+  read.done();
+  return verifyWithKeys(headers, body, keys, toleranceSec, clock);
 }
 
+/** Names other webhook libraries use for our options. */
+export const WEBHOOK_ALIASES = { secrets: 'secret', tolerance: 'toleranceSec', handler: 'onEvent' };
+
 export function toleranceOption(value: unknown): number {
-  return integerOption('toleranceSec', value, DEFAULT_TOLERANCE_SEC, 1);
+  return checkInteger('toleranceSec', value, { default: DEFAULT_TOLERANCE_SEC, min: 1 });
 }
 
 export function verifyWithKeys(headers: HeadersLike, body: Uint8Array | string, keys: readonly Buffer[], toleranceSec: number, clock: Clock): VerifiedWebhook {

@@ -6,7 +6,7 @@
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
-import { durationOption, integerOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import { readLimited } from '../http/fetch-common.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
@@ -14,7 +14,7 @@ import { consumeOnce, consumerOption } from './consume.js';
 import { InvalidMessageIdError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 import type { HeadersLike, VerifyOptions } from './webhook-verify.js';
-import { toleranceOption, verifyWithKeys, webhookKeys } from './webhook-verify.js';
+import { WEBHOOK_ALIASES, toleranceOption, verifyWithKeys, webhookKeys } from './webhook-verify.js';
 
 export interface WebhookEvent {
   /** `webhook-id`: the same on every retry of one event; the dedup key. */
@@ -54,8 +54,6 @@ export interface WebhookReply {
   readonly body: string;
 }
 
-const KNOWN = ['secret', 'toleranceSec', 'clock', 'db', 'store', 'consumer', 'onEvent', 'maxBodyBytes', 'table', 'retentionMs', 'leaseMs', 'onError'];
-
 export interface WebhookReceiver {
   readonly maxBodyBytes: number;
   /** Verifies, then processes once. `body` must be the raw bytes. */
@@ -64,21 +62,21 @@ export interface WebhookReceiver {
 
 /** Validates the options once and returns the framework-neutral receiver. */
 export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
-  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, KNOWN, '', { secrets: 'secret', tolerance: 'toleranceSec', handler: 'onEvent' });
-  const keys = webhookKeys(options.secret);
-  const toleranceSec = toleranceOption(options.toleranceSec);
-  const clock: Clock = clockOption(options.clock);
-  const consumer = consumerOption(options.consumer);
-  if (typeof options.onEvent !== 'function') throw new InvalidOptionError('onEvent', 'expected a function (event, tx) => Promise');
-  if (options.onError !== undefined && typeof options.onError !== 'function') throw new InvalidOptionError('onError', 'expected a function');
-  const maxBodyBytes = integerOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 0);
-  const retentionMs = retentionOption(options.retentionMs);
-  if ((options.db === undefined) === (options.store === undefined)) throw new InvalidOptionError('db', 'give exactly one of `db` or `store`');
+  const read = optionReader('webhookReceiver()', options, { aliases: WEBHOOK_ALIASES });
+  const keys = webhookKeys(read.value('secret'));
+  const toleranceSec = toleranceOption(read.value('toleranceSec'));
+  const clock: Clock = clockOption(read.value('clock'));
+  const consumer = consumerOption(read.value('consumer'));
+  read.function('onEvent', { required: true, expected: 'a function (event, tx) => Promise' });
+  read.function('onError');
+  const maxBodyBytes = read.integer('maxBodyBytes', { default: 1024 * 1024 });
+  const retentionMs = retentionOption(read.value('retentionMs'));
+  if ((read.value('db') === undefined) === (read.value('store') === undefined)) read.fail('db', 'give exactly one of `db` or `store`');
   const db = options.db === undefined ? undefined : executorOption(options.db);
-  if (options.store !== undefined && typeof options.store?.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
-  durationOption('leaseMs', options.leaseMs, 60_000, 1, false);
-  const table = tableOption(options.table);
+  if (options.store !== undefined && typeof options.store?.claim !== 'function') read.fail('store', 'expected an IdempotencyStore');
+  read.duration('leaseMs', { default: 60_000, min: 1 });
+  const table = tableOption(read.value('table'));
+  read.done();
   const report = (error: unknown) => {
     try {
       options.onError?.(error);

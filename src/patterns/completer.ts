@@ -8,7 +8,7 @@ import { InvalidOptionError, LeaseLostError } from '../core/errors.js';
 import type { FencedTransaction } from '../core/engine.js';
 import type { AbandonedRecords, IdempotencyRecord, RecordRef, StoredResponse, TransactionalStore } from '../core/store.js';
 import { canListAbandoned, isTransactionalStore } from '../core/store.js';
-import { durationOption, integerOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import type { PhaseHost, PhaseState, Phases } from './phases.js';
 
 /** The answer a completed record replays, built from the last phase's output. */
@@ -61,16 +61,14 @@ export interface Completer {
   runOnce(): Promise<CompleterReport>;
 }
 
-const KNOWN = ['store', 'phases', 'response', 'leaseMs', 'batchSize', 'onError'];
-
 export function completer(options: CompleterOptions): Completer {
-  if (!options || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, KNOWN, '');
-  const { store } = options;
+  const read = optionReader('completer()', options);
+  const store = read.value('store');
   if (!store || !isTransactionalStore(store) || !canListAbandoned(store)) {
     throw new InvalidOptionError('store', 'expected a store with transactions and listAbandoned (sqlite, postgres, mysql)');
   }
-  const list = Array.isArray(options.phases) ? (options.phases as readonly AnyPhases[]) : [options.phases as AnyPhases];
+  const phases = read.value('phases');
+  const list = Array.isArray(phases) ? (phases as readonly AnyPhases[]) : [phases as AnyPhases];
   const byName = new Map<string, AnyPhases>();
   for (const definition of list) {
     if (!definition || typeof definition.run !== 'function') throw new InvalidOptionError('phases', 'expected definitions from definePhases()');
@@ -78,11 +76,11 @@ export function completer(options: CompleterOptions): Completer {
     byName.set(definition.name, definition);
   }
   if (byName.size === 0) throw new InvalidOptionError('phases', 'expected at least one definition');
-  const leaseMs = durationOption('leaseMs', options.leaseMs, 30_000, 1, false);
-  const batchSize = integerOption('batchSize', options.batchSize, 100, 1);
-  const respond = options.response ?? ((result: unknown) => ({ status: 200, body: result }));
-  if (typeof respond !== 'function') throw new InvalidOptionError('response', 'expected a function');
-  const onError = options.onError ?? (() => {});
+  const leaseMs = read.duration('leaseMs', { default: 30_000, min: 1 });
+  const batchSize = read.integer('batchSize', { default: 100, min: 1 });
+  const respond = read.function('response', { default: (result: unknown) => ({ status: 200, body: result }) });
+  const onError = read.value('onError') ?? (() => {});
+  read.done();
 
   /** The definition a record's recovery data names, or undefined when it is none of ours. */
   const definitionOf = (point: string | undefined, data: unknown): AnyPhases | undefined => {

@@ -5,7 +5,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { RowVanishedError } from './errors.js';
 import { entries, table as tableName, column } from './identifiers.js';
-import { rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import { sqlExecutor } from '../drivers/sql-executor.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import { isDuplicateKey } from '../drivers/mysql.js';
@@ -44,13 +44,13 @@ export async function insertOnce<Row = Record<string, unknown>>(
 ): Promise<InsertOnceResult<Row>> {
   const x = sqlExecutor(db);
   const d = x.dialect;
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, ['table', 'values', 'conflict'], '');
-  const table = tableName('table', options.table, d);
-  const values = entries('values', options.values, d);
-  if (!Array.isArray(options.conflict) || options.conflict.length === 0) {
+  const read = optionReader('insertOnce()', options);
+  const table = tableName('table', read.value('table'), d);
+  const values = entries('values', read.value('values'), d);
+  if (!Array.isArray(read.value('conflict')) || options.conflict.length === 0) {
     throw new InvalidOptionError('conflict', 'expected the non-empty list of columns of the unique key');
   }
+  read.done();
   const keyColumns = options.conflict.map((name, i) => column(`conflict[${i}]`, name, d));
   const keyValues = options.conflict.map((name) => {
     if (!Object.hasOwn(options.values, name)) throw new InvalidOptionError('conflict', `column ${JSON.stringify(name)} has no value in \`values\``);

@@ -4,7 +4,7 @@
  * check (transition, insertOnce): see docs/patterns.md, "A lock is not idempotency".
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption, rejectUnknown } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
 import type { RedisClientLike } from './redis.js';
 
@@ -48,7 +48,9 @@ return 0`);
 export function redisLock(redis: RedisClientLike, options: RedisLockOptions): RedisLock {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
-  rejectUnknown(options, ['prefix'], '');
+  const read = optionReader('redisLock()', options);
+  read.accept('prefix');
+  read.done();
   const keys = (name: string) => {
     // The braces make the lock and its fence one hash slot, so the script also runs on a Cluster.
     const base = `${prefix}{${name}}`;
@@ -57,7 +59,7 @@ export function redisLock(redis: RedisClientLike, options: RedisLockOptions): Re
   return {
     async acquire(name, ttlMs) {
       if (typeof name !== 'string' || name.length === 0) throw new InvalidOptionError('name', 'expected a non-empty lock name');
-      const ttl = integerOption('ttlMs', ttlMs, 0, 1);
+      const ttl = checkInteger('ttlMs', ttlMs, { required: true, min: 1 });
       const [key, fenceKey] = keys(name) as [string, string];
       const owner = randomToken();
       const fence = await runScript(client, ACQUIRE, [key, fenceKey], [owner, ttl]);
@@ -67,7 +69,7 @@ export function redisLock(redis: RedisClientLike, options: RedisLockOptions): Re
         owner,
         fence: Number(fence),
         async extend(ms) {
-          const next = integerOption('ttlMs', ms, 0, 1);
+          const next = checkInteger('ttlMs', ms, { required: true, min: 1 });
           return Number(await runScript(client, EXTEND, [key], [owner, next])) === 1;
         },
         async release() {

@@ -6,7 +6,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { IllegalTransitionError, InvalidStateMachineError, UnknownStateError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
-import { rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import { sqlExecutor } from '../drivers/sql-executor.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 
@@ -102,15 +102,15 @@ export async function transition<S extends string = string>(
   db: SqlDatabase | SqlExecutor,
   options: TransitionOptions<S>,
 ): Promise<TransitionResult<S>> {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, ['table', 'where', 'column', 'from', 'to', 'set', 'machine'], '');
-  const { machine, to } = options;
+  const read = optionReader('transition()', options);
+  const machine = read.value('machine');
+  const to = read.value('to');
   if (machine !== undefined && (typeof machine !== 'object' || typeof machine.assert !== 'function')) {
     throw new InvalidOptionError('machine', 'expected a stateMachine(...)');
   }
   if (typeof to !== 'string') throw new InvalidOptionError('to', 'expected a state name');
   let from: S[];
-  if (options.from === undefined) {
+  if (read.value('from') === undefined) {
     if (!machine) throw new InvalidOptionError('from', 'expected the state(s) the row must be in (or pass a `machine`)');
     from = machine.sources(to);
     if (from.length === 0) throw new IllegalTransitionError('*', to, []);
@@ -123,10 +123,11 @@ export async function transition<S extends string = string>(
 
   const x = sqlExecutor(db);
   const d = x.dialect;
-  const table = tableName('table', options.table, d);
-  const state = column('column', options.column ?? 'status', d);
-  const where = whereClause('where', options.where, d);
-  const extra = entries('set', options.set ?? {}, d, true);
+  const table = tableName('table', read.value('table'), d);
+  const state = column('column', read.value('column') ?? 'status', d);
+  const where = whereClause('where', read.value('where'), d);
+  const extra = entries('set', read.value('set') ?? {}, d, true);
+  read.done();
   if (extra.some(([c]) => c === state)) throw new InvalidOptionError('set', 'must not write the state column; use `to`');
 
   const assignments = [`${state} = ?`, ...extra.map(([c]) => `${c} = ?`)].join(', ');

@@ -4,7 +4,7 @@
  * gets the token's value.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption, rejectUnknown } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
 import { TOKEN_SHAPE, checkPrefix, checkRedis, randomToken, runScript, script } from './redis.js';
 import type { RedisClientLike } from './redis.js';
 
@@ -34,17 +34,16 @@ return v`);
 export function oneTimeTokens(redis: RedisClientLike, options: OneTimeTokensOptions): OneTimeTokens {
   const client = checkRedis(redis);
   const prefix = checkPrefix(options?.prefix);
-  rejectUnknown(options, ['prefix', 'consumeWith'], '');
-  const mode = options.consumeWith ?? 'auto';
-  if (mode !== 'auto' && mode !== 'getdel' && mode !== 'script') {
-    throw new InvalidOptionError('consumeWith', `expected 'auto', 'getdel' or 'script', got ${JSON.stringify(mode)}`);
-  }
+  const read = optionReader('oneTimeTokens()', options);
+  read.accept('prefix');
+  const mode = read.oneOf('consumeWith', ['auto', 'getdel', 'script'], { default: 'auto' });
+  read.done();
   // Decided once: after the server refuses GETDEL, every consume uses the script.
   let useScript = mode === 'script';
 
   return {
     async issue(ttlMs, value = '1') {
-      const ttl = integerOption('ttlMs', ttlMs, 0, 1);
+      const ttl = checkInteger('ttlMs', ttlMs, { required: true, min: 1 });
       if (typeof value !== 'string') throw new InvalidOptionError('value', `expected a string, got ${typeof value}`);
       for (;;) {
         const token = randomToken();

@@ -4,7 +4,7 @@
  * again, a bounded number of times.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { integerOption, rejectUnknown } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
 import { VersionConflictError } from './errors.js';
 import { column, entries, table as tableName, whereClause } from './identifiers.js';
 import { sqlExecutor } from '../drivers/sql-executor.js';
@@ -30,18 +30,19 @@ export type VersionedUpdateResult =
 
 /** `UPDATE … SET …, version = version + 1 WHERE <where> AND version = :expected`. */
 export async function versionedUpdate(db: SqlDatabase | SqlExecutor, options: VersionedUpdateOptions): Promise<VersionedUpdateResult> {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-  rejectUnknown(options, ['table', 'where', 'versionColumn', 'expected', 'set'], '');
+  const read = optionReader('versionedUpdate()', options);
   const x = sqlExecutor(db);
   const d = x.dialect;
-  const table = tableName('table', options.table, d);
-  const version = column('versionColumn', options.versionColumn ?? 'version', d);
-  const where = whereClause('where', options.where, d);
-  const set = entries('set', options.set, d, true);
+  const table = tableName('table', read.value('table'), d);
+  const version = column('versionColumn', read.value('versionColumn') ?? 'version', d);
+  const where = whereClause('where', read.value('where'), d);
+  const set = entries('set', read.value('set'), d, true);
   if (set.some(([c]) => c === version)) throw new InvalidOptionError('set', 'must not write the version column; it moves by itself');
-  if (typeof options.expected !== 'number' || !Number.isSafeInteger(options.expected)) {
-    throw new InvalidOptionError('expected', `expected the integer version that was read, got ${String(options.expected)}`);
+  const expected = read.value('expected');
+  if (typeof expected !== 'number' || !Number.isSafeInteger(expected)) {
+    throw new InvalidOptionError('expected', `expected the integer version that was read, got ${String(expected)}`);
   }
+  read.done();
   const assignments = [...set.map(([c]) => `${c} = ?`), `${version} = ${version} + 1`].join(', ');
   const { affected } = await x.query(`UPDATE ${table} SET ${assignments} WHERE ${where.sql} AND ${version} = ?`, [
     ...set.map(([, v]) => v),
@@ -81,9 +82,10 @@ export async function retryOnVersionConflict<T>(
 ): Promise<T> {
   if (typeof attempt !== 'function') throw new InvalidOptionError('attempt', 'expected a function');
   if (options === undefined || options.retries === undefined) throw new InvalidOptionError('retries', 'is required (how many times to re-read and re-apply)');
-  rejectUnknown(options, ['retries', 'maxBackoffMs'], '');
-  const retries = integerOption('retries', options.retries, 0, 0);
-  const maxBackoffMs = integerOption('maxBackoffMs', options.maxBackoffMs, 50, 0);
+  const read = optionReader('retryOnVersionConflict()', options);
+  const retries = read.integer('retries', { required: true });
+  const maxBackoffMs = read.integer('maxBackoffMs', { default: 50 });
+  read.done();
   let last: unknown;
   for (let n = 0; n <= retries; n++) {
     if (n > 0 && maxBackoffMs > 0) await pause(Math.random() * Math.min(maxBackoffMs, 2 ** n));

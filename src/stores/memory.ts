@@ -1,9 +1,10 @@
 import { deserialize, serialize } from 'node:v8';
-import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type { AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { checkRecordRef, durationOption, integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
+import { checkRecordRef } from '../core/validate.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -186,15 +187,16 @@ export interface MemoryStore extends IdempotencyStore, AbandonedRecords {
  * before it refuses anything, so one tenant filling it cannot lock every other one out.
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
-  const maxRecords = integerOption('maxRecords', options.maxRecords, 10_000, 1);
-  const sweepIntervalMs = durationOption('sweepIntervalMs', options.sweepIntervalMs, 60_000, 0, false);
-  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
-  const maxBytes = integerOption('maxBytes', options.maxBytes, DEFAULT_MEMORY_MAX_BYTES, 1);
+  const read = optionReader('memoryStore()', options);
+  const maxRecords = read.integer('maxRecords', { default: 10_000, min: 1 });
+  const sweepIntervalMs = read.duration('sweepIntervalMs', { default: 60_000 });
+  const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
+  const maxBytes = read.integer('maxBytes', { default: DEFAULT_MEMORY_MAX_BYTES, min: 1 });
   if (maxBytes < maxResponseBytes) {
-    throw new InvalidOptionError('maxBytes', `expected at least \`maxResponseBytes\` (${maxResponseBytes}), so that a body the store accepts can be kept; got ${maxBytes}`);
+    read.fail('maxBytes', `expected at least \`maxResponseBytes\` (${maxResponseBytes}), so that a body the store accepts can be kept; got ${maxBytes}`);
   }
-  const now = options.clock ?? systemClock;
-  if (typeof now !== 'function') throw new InvalidOptionError('clock', 'expected a function returning epoch ms');
+  const now = read.function('clock', { default: systemClock, expected: 'a function returning epoch ms' });
+  read.done();
   // Scope, then key: no joined string to build on each operation, nor to keep per record.
   const scopes = new Map<string, Map<string, MemoryRecord>>();
   // Completed records in the order they completed (the eviction order), as a list threaded through
@@ -385,7 +387,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return r && toRecord(r);
     },
     async listAbandoned(limit = 100) {
-      const max = integerOption('limit', limit, 100, 1);
+      const max = checkInteger('limit', limit, { default: 100, min: 1 });
       const t = now();
       const found = [...all()].filter((r) => r.state === 'in_flight' && r.leaseUntil <= t && r.expiresAt > t);
       return found.sort((a, b) => a.leaseUntil - b.leaseUntil).slice(0, max).map(toRecord);

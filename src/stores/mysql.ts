@@ -11,7 +11,8 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { checkRecordRef, integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
+import { checkRecordRef } from '../core/validate.js';
 import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
 import { isDuplicateKey } from '../drivers/mysql.js';
 import { Connections } from './mysql-connections.js';
@@ -55,7 +56,6 @@ const CLAIM_ROUNDS = 5;
 // No statement can carry more than the server's max_allowed_packet, which is at most 1 GiB.
 const MAX_PACKET = 1024 * 1024 * 1024;
 // setTimeout fires at once for longer delays.
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * The store on MySQL 5.7+/8 or MariaDB 10.3+ through a mysql2/promise pool. Leases and windows
@@ -66,12 +66,14 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   if (!pool || typeof pool.getConnection !== 'function') {
     throw new InvalidOptionError('pool', 'expected a mysql2/promise Pool (createPool)');
   }
-  const table = options.table ?? 'idempotency_records';
+  const opts = optionReader('mysqlStore()', options);
+  opts.accept('pool');
+  const table = opts.value('table') ?? 'idempotency_records';
   checkTable(table);
-  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
-  if (maxResponseBytes > MAX_PACKET) throw new InvalidOptionError('maxResponseBytes', `expected at most ${MAX_PACKET} (the largest max_allowed_packet)`);
-  const timeoutMs = integerOption('statementTimeoutMs', options.statementTimeoutMs, 10_000, 1);
-  if (timeoutMs > MAX_TIMER_MS) throw new InvalidOptionError('statementTimeoutMs', `expected at most ${MAX_TIMER_MS} ms`);
+  const maxResponseBytes = opts.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
+  if (maxResponseBytes > MAX_PACKET) opts.fail('maxResponseBytes', `expected at most ${MAX_PACKET} (the largest max_allowed_packet)`);
+  const timeoutMs = opts.duration('statementTimeoutMs', { default: 10_000, min: 1 });
+  opts.done();
   const sql = statements(table);
   const db = new Connections(pool, timeoutMs);
 
@@ -169,11 +171,11 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
       return row && toRecord(ref, table, row);
     },
     async reap(limit = 1000) {
-      const n = integerOption('limit', limit, 1000, 1);
+      const n = checkInteger('limit', limit, { default: 1000, min: 1 });
       return affectedRows((await db.run('reap', sql.reap(n), [])).result);
     },
     async listAbandoned(limit = 100) {
-      const n = integerOption('limit', limit, 100, 1);
+      const n = checkInteger('limit', limit, { default: 100, min: 1 });
       const { result } = await db.run('listAbandoned', sql.listAbandoned(n), []);
       return (result as Array<Record<string, unknown>>).map((raw) => {
         const scope = text(raw.scope);

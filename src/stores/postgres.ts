@@ -11,7 +11,8 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { checkRecordRef, integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
+import { checkRecordRef } from '../core/validate.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
 import { postgresStatements, resolveNames } from './postgres-sql.js';
@@ -86,10 +87,13 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
   if (!pool || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
     throw new InvalidOptionError('pool', 'expected a node-postgres Pool (with query and connect)');
   }
-  const names = resolveNames(options);
-  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
+  const read = optionReader('postgresStore()', options);
+  read.accept('pool');
+  const names = resolveNames({ schema: read.value('schema'), table: read.value('table') });
+  const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   // A bytea value and a protocol message are limited to 1 GB: a larger limit could never be honoured.
-  if (maxResponseBytes > MAX_RESPONSE_BYTES) throw new InvalidOptionError('maxResponseBytes', `expected at most ${MAX_RESPONSE_BYTES} (512 MiB)`);
+  if (maxResponseBytes > MAX_RESPONSE_BYTES) read.fail('maxResponseBytes', `expected at most ${MAX_RESPONSE_BYTES} (512 MiB)`);
+  read.done();
   const sql = postgresStatements(names);
   const where = `"${names.schema}"."${names.table}"`;
 
@@ -160,11 +164,11 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       return row && toRecord(new RowReader(ref, where, row));
     },
     async reap(limit = 1000) {
-      const batch = integerOption('limit', limit, 1000, 0);
+      const batch = checkInteger('limit', limit, { default: 1000 });
       return (await run(pool, 'reap', sql.reap, [batch])).rowCount ?? 0;
     },
     async listAbandoned(limit = 100) {
-      const batch = integerOption('limit', limit, 100, 1);
+      const batch = checkInteger('limit', limit, { default: 100, min: 1 });
       const { rows } = await run(pool, 'listAbandoned', sql.listAbandoned, [batch]);
       return (rows as Array<RecordRow & { scope: unknown; key: unknown }>).map((row) => {
         if (typeof row.scope !== 'string' || typeof row.key !== 'string') {

@@ -3,7 +3,8 @@ import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailabl
 import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
+import { optionReader } from '../core/option-reader.js';
+import { checkRecordRef } from '../core/validate.js';
 import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../drivers/redis.js';
 import { evalScript, sendBuffer, writeCoalescer } from '../drivers/redis.js';
 import type { LuaScript } from './redis-lua.js';
@@ -103,19 +104,19 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   if (!client || typeof client.callBuffer !== 'function') {
     throw new InvalidOptionError('client', 'expected an ioredis Redis or Cluster client');
   }
-  const prefix = options.prefix ?? 'idemkit';
+  const read = optionReader('redisStore()', options);
+  read.accept('client');
+  const prefix = read.value('prefix') ?? 'idemkit';
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
-    throw new InvalidOptionError(
-      'prefix',
-      `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`,
-    );
+    read.fail('prefix', `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`);
   }
-  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
-  if (maxResponseBytes > MAX_BODY_LIMIT) throw new InvalidOptionError('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
-  const grace = integerOption('graceMs', options.graceMs, 60_000, 0);
+  const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
+  if (maxResponseBytes > MAX_BODY_LIMIT) read.fail('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
+  const grace = read.integer('graceMs', { default: 60_000 });
   const graceMs = String(grace);
-  const completeRetryMs = integerOption('completeRetryMs', options.completeRetryMs, 10_000, 0);
-  const coalesce = booleanOption('coalesceWrites', options.coalesceWrites, true) ? writeCoalescer(client) : undefined;
+  const completeRetryMs = read.integer('completeRetryMs', { default: 10_000 });
+  const coalesce = read.boolean('coalesceWrites', { default: true }) ? writeCoalescer(client) : undefined;
+  read.done();
   // The engine passes one ref object to the claim and to the completion: hash it once.
   const keys = new WeakMap<RecordRef, string>();
   const keyOf = (ref: RecordRef) => {

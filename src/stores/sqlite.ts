@@ -12,7 +12,8 @@ import type {
 } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
-import { booleanOption, checkRecordRef, integerOption } from '../core/validate.js';
+import { checkInteger, optionReader } from '../core/option-reader.js';
+import { checkRecordRef } from '../core/validate.js';
 import { gateFor } from '../drivers/connection-gate.js';
 import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 import { BEGIN } from '../drivers/sqlite.js';
@@ -77,13 +78,16 @@ const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'comp
 export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptions<DB>): SqliteStore<DB> {
   const db = options?.database;
   if (!db || typeof db.prepare !== 'function') throw new InvalidOptionError('database', 'expected a better-sqlite3 Database');
-  const table = options.table ?? 'idempotency_records';
-  if (!IDENTIFIER.test(table)) throw new InvalidOptionError('table', 'expected a plain SQL identifier');
-  const maxResponseBytes = integerOption('maxResponseBytes', options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 0);
-  const busyTimeoutMs = integerOption('busyTimeoutMs', options.busyTimeoutMs, 5_000, 0);
-  const now = options.clock ?? systemClock;
-  if (typeof now !== 'function') throw new InvalidOptionError('clock', 'expected a function returning epoch ms');
-  if (booleanOption('configure', options.configure, true)) {
+  const read = optionReader('sqliteStore()', options);
+  read.accept('database');
+  const table = read.value('table') ?? 'idempotency_records';
+  if (!IDENTIFIER.test(table)) read.fail('table', 'expected a plain SQL identifier');
+  const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
+  const busyTimeoutMs = read.integer('busyTimeoutMs', { default: 5_000 });
+  const now = read.function('clock', { default: systemClock, expected: 'a function returning epoch ms' });
+  const configure = read.boolean('configure', { default: true });
+  read.done();
+  if (configure) {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -225,7 +229,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     get: (ref) => gated(ref, () => toRecord(ref, select.get(ref) as Row | undefined)),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
     async listAbandoned(limit = 100) {
-      const max = integerOption('limit', limit, 100, 1);
+      const max = checkInteger('limit', limit, { default: 100, min: 1 });
       const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Row & RecordRef>);
       return rows.map((row) => toRecord({ scope: row.scope, key: row.key }, row)!);
     },
