@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { closestName, isHttpToken } from '../core/option-reader.js';
 import { CheckConfigError } from './errors.js';
 import { DEFAULT_BODY, DEFAULT_MAX_RESPONSE_BYTES } from './race.js';
 
@@ -75,19 +76,20 @@ const KNOWN = [
   'url', 'method', 'headers', 'body', 'otherHeaders', 'errorBody', 'patchUrl', 'keyHeader', 'keyRequired', 'concurrency',
   'rounds', 'timeoutMs', 'deadlineMs', 'leaseMs', 'maxBodyBytes', 'maxResponseBytes', 'strict', 'only', 'skip',
 ];
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Checks a config and applies the defaults; throws CheckConfigError naming the field. */
 export function resolveConfig(config: CheckConfig): ResolvedConfig {
   if (typeof config !== 'object' || config === null) throw new CheckConfigError('the config must be an object');
   for (const name of Object.keys(config)) {
-    if (!KNOWN.includes(name)) throw new CheckConfigError(`unknown config field "${name}" (known: ${KNOWN.join(', ')})`);
+    if (KNOWN.includes(name)) continue;
+    const meant = closestName(name, KNOWN);
+    throw new CheckConfigError(`unknown config field "${name}"${meant === undefined ? '' : `; did you mean "${meant}"?`} (known: ${KNOWN.join(', ')})`);
   }
   const url = httpUrl('url', config.url);
   const method = (config.method ?? 'POST').toUpperCase();
-  if (!TOKEN.test(method)) throw new CheckConfigError(`method: not an HTTP method: ${JSON.stringify(config.method)}`);
+  if (!isHttpToken(method)) throw new CheckConfigError(`method: not an HTTP method: ${JSON.stringify(config.method)}`);
   const keyHeader = config.keyHeader ?? 'Idempotency-Key';
-  if (!TOKEN.test(keyHeader)) throw new CheckConfigError(`keyHeader: not a header name: ${JSON.stringify(keyHeader)}`);
+  if (!isHttpToken(keyHeader)) throw new CheckConfigError(`keyHeader: not a header name: ${JSON.stringify(keyHeader)}`);
   return {
     url,
     method,
@@ -162,7 +164,7 @@ function httpUrl(field: string, value: unknown): URL {
 function headerMap(field: string, value: unknown): Record<string, string> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CheckConfigError(`${field}: expected a map of header names to values`);
   for (const [name, v] of Object.entries(value)) {
-    if (!TOKEN.test(name)) throw new CheckConfigError(`${field}: not a header name: ${JSON.stringify(name)}`);
+    if (!isHttpToken(name)) throw new CheckConfigError(`${field}: not a header name: ${JSON.stringify(name)}`);
     if (typeof v !== 'string' || /[\r\n\0]/.test(v)) throw new CheckConfigError(`${field}: the value of ${name} must be a one-line string`);
   }
   return value as Record<string, string>;

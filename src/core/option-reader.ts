@@ -239,7 +239,8 @@ export function optionReader<O extends object>(owner: string, options: O, settin
 
 /**
  * The known name closest to `name`, when it is close enough to be the one meant: the same but for
- * case, `_` or `-` (`leaseMS`, `lease_ms`), or a few letters apart (`sweepInterval`, `maxRecord`).
+ * case, `_` or `-` (`leaseMS`, `lease_ms`), a few letters apart (`sweepIntrval`, `maxRecord`), or
+ * its start (`lease` for `leaseMs`, `minLen` for `minLength`).
  */
 export function closestName(name: string, known: readonly string[]): string | undefined {
   const fold = (s: string) => s.toLowerCase().replace(/[-_]/g, '');
@@ -248,7 +249,9 @@ export function closestName(name: string, known: readonly string[]): string | un
   let best: string | undefined;
   let bestDistance = limit + 1;
   for (const candidate of known) {
-    const d = editDistance(folded, fold(candidate), bestDistance);
+    const other = fold(candidate);
+    // A prefix counts as one edit: closer than any real typo but an exact fold.
+    const d = folded.length >= 3 && other.startsWith(folded) ? Math.min(1, other.length - folded.length) : editDistance(folded, other, bestDistance);
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;

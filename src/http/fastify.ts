@@ -7,8 +7,8 @@ import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, IdemkitError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
+import { optionReader } from '../core/option-reader.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord } from '../core/response.js';
-import { booleanOption } from '../core/validate.js';
 import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
@@ -71,7 +71,10 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     if (config !== undefined && (config === null || typeof config !== 'object')) {
       throw new InvalidOptionError(`config.idempotency of ${route.url}`, 'expected false or { required?: boolean }');
     }
-    const required = booleanOption(`config.idempotency.required of ${route.url}`, config?.required, engine.options.required);
+    // Only idemkit's own object is read: the rest of `config` belongs to Fastify and other plugins.
+    const read = optionReader('config.idempotency', config ?? {}, { path: 'config.idempotency', suffix: ` of ${route.url}` });
+    const required = read.boolean('required', { default: engine.options.required });
+    read.done();
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };

@@ -119,6 +119,9 @@ describe('runCheck and the flags', () => {
     return expect(runCheck(parseCheckArgs(['-c', json]).config)).rejects.toThrow(/unknown config field "bogus"/);
   });
 
+  it('a misspelt config field is refused with the one meant', () =>
+    expect(runCheck({ url: 'http://h/x', concurency: 5 } as never)).rejects.toThrow(/unknown config field "concurency"; did you mean "concurrency"\?/));
+
   it('-u is basic auth; a header line without a colon is refused', () => {
     expect(parseCheckArgs(['http://h/x', '-u', 'ann:secret']).config.headers).toEqual({ authorization: `Basic ${Buffer.from('ann:secret').toString('base64')}` });
     expect(() => parseCheckArgs(['http://h/x', '-H', 'no colon'])).toThrow(/expected "Name: value"/);

@@ -1,7 +1,17 @@
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { createIdempotentFetch, createRetryBudget } from '../../src/client/index.js';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { resolveOptions } from '../../src/core/options.js';
+import { booleanOption, durationOption, integerOption } from '../../src/core/validate.js';
+import { amqpConsumeOnce, consumeOnce, migrateProcessed, natsConsumeOnce, reapProcessed, verifyWebhook, webhookHandler } from '../../src/messaging/index.js';
+import { completer, definePhases, insertOnce, oneTimeTokens, redisLock, retryOnVersionConflict, sqlExecutor, transition, versionedUpdate } from '../../src/patterns/index.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { redisStore } from '../../src/stores/redis.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 
 const store = memoryStore({ sweepIntervalMs: 0 });
 
@@ -45,5 +55,74 @@ describe('resolveOptions', () => {
     expect(thrown).toBeInstanceOf(InvalidOptionError);
     expect((thrown as InvalidOptionError).option).toBe(name);
     expect((thrown as Error).message).toContain(`\`${name}\``);
+  });
+});
+
+/*
+ * Every factory refuses an option nobody reads: a typo would otherwise run with the default. The
+ * error names the key and points at the option that was meant. Fakes stand in for the drivers:
+ * every factory refuses before it talks to one.
+ */
+describe('unknown options are refused with a hint, by every factory', () => {
+  const fakePg = { query: async () => ({ rows: [] }), connect: async () => ({}) };
+  const fakeMysql = { getConnection: async () => ({}), execute: async () => [[], []], query: async () => [[], []] };
+  const fakeRedis = { callBuffer: async () => null, call: async () => null };
+  const db = new Database(':memory:');
+  const secret = 'whsec_' + randomBytes(24).toString('base64');
+  const noop = async () => undefined;
+  const webhook = { secret, consumer: 'c', onEvent: noop, store };
+
+  const cases: Array<[string, () => unknown, string, string]> = [
+    ['idempotency()', () => resolveOptions({ store, leaseMS: 5 } as never), 'leaseMS', 'leaseMs'],
+    ['idempotency() keyPolicy', () => resolveOptions({ store, keyPolicy: { minLen: 8 } } as never), 'keyPolicy.minLen', 'minLength'],
+    ['memoryStore()', () => memoryStore({ sweepInterval: 0 } as never), 'sweepInterval', 'sweepIntervalMs'],
+    ['sqliteStore()', () => sqliteStore({ database: new Database(':memory:'), busyTimeout: 1 } as never), 'busyTimeout', 'busyTimeoutMs'],
+    ['postgresStore()', () => postgresStore({ pool: fakePg, shema: 'x' } as never), 'shema', 'schema'],
+    ['mysqlStore()', () => mysqlStore({ pool: fakeMysql, statementTimeout: 5 } as never), 'statementTimeout', 'statementTimeoutMs'],
+    ['redisStore()', () => redisStore({ client: fakeRedis, perfix: 'x' } as never), 'perfix', 'prefix'],
+    ['createIdempotentFetch()', () => createIdempotentFetch({ maxRetries: 3 } as never), 'maxRetries', 'retries'],
+    ['createIdempotentFetch() retryBudget', () => createIdempotentFetch({ retryBudget: { capacty: 3 } } as never), 'retryBudget.capacty', 'capacity'],
+    ['createRetryBudget()', () => createRetryBudget({ Ratio: 0.2 } as never), 'Ratio', 'ratio'],
+    ['sqlExecutor()', () => sqlExecutor(db as never, { joind: true } as never), 'joind', 'joined'],
+    ['oneTimeTokens()', () => oneTimeTokens(fakeRedis, { prefix: 't:', consume_with: 'script' } as never), 'consume_with', 'consumeWith'],
+    ['redisLock()', () => redisLock(fakeRedis, { prefix: 'l:', prefx: 'x' } as never), 'prefx', 'prefix'],
+    ['completer()', () => completer({ store: sqliteStore({ database: new Database(':memory:') }), phases: definePhases('p'), batchsize: 5 } as never), 'batchsize', 'batchSize'],
+    ['consumeOnce()', () => consumeOnce({ store, consumer: 'c', messageId: 'm', leaseMS: 5 } as never, noop), 'leaseMS', 'leaseMs'],
+    ['natsConsumeOnce()', () => natsConsumeOnce((async function* () {})(), { store, consumer: 'c', nakDelay: 5 } as never, noop), 'nakDelay', 'nakDelayMs'],
+    ['amqpConsumeOnce()', () => amqpConsumeOnce({ consume: noop } as never, 'q', { store, consumer: 'c', requeu: false } as never, noop), 'requeu', 'requeue'],
+    ['webhookReceiver()', () => webhookHandler({ ...webhook, onEvents: noop } as never), 'onEvents', 'onEvent'],
+    ['verifyWebhook()', () => verifyWebhook(new Headers(), '', { secret, toleranceSecs: 5 } as never), 'toleranceSecs', 'toleranceSec'],
+    ['reapProcessed()', () => reapProcessed(db as never, { limt: 5 } as never), 'limt', 'limit'],
+    ['migrateProcessed()', () => migrateProcessed(db as never, { tabel: 'x' } as never), 'tabel', 'table'],
+    ['insertOnce()', () => insertOnce(db as never, { table: 't', values: { a: 1 }, conflict: ['a'], conflicts: ['a'] } as never), 'conflicts', 'conflict'],
+    ['transition()', () => transition(db as never, { table: 't', where: { id: 1 }, from: 'a', to: 'b', colum: 's' } as never), 'colum', 'column'],
+    ['versionedUpdate()', () => versionedUpdate(db as never, { table: 't', where: { id: 1 }, expected: 1, set: { a: 1 }, versionColum: 'v' } as never), 'versionColum', 'versionColumn'],
+    ['retryOnVersionConflict()', () => retryOnVersionConflict(noop, { retries: 1, maxBackoff: 5 } as never), 'maxBackoff', 'maxBackoffMs'],
+  ];
+
+  it.each(cases)('%s', async (_factory, make, key, meant) => {
+    let thrown: unknown;
+    try {
+      await make();
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(InvalidOptionError);
+    expect(thrown).toMatchObject({ code: 'ERR_IDEMKIT_INVALID_OPTION', option: key });
+    expect((thrown as Error).message).toContain(`\`${key}\`: unknown option; did you mean \`${meant}\`?`);
+  });
+
+  it('names what a call takes when nothing is close', () => {
+    expect(() => memoryStore({ colour: 'red' } as never)).toThrow(/`colour`: unknown option; memoryStore\(\) takes `maxRecords`, .*`clock`/);
+  });
+
+  it('keeps the deprecated positional validators working, with the same messages', () => {
+    expect(integerOption('n', undefined, 7, 1)).toBe(7);
+    expect(() => integerOption('n', 0, 7, 1)).toThrow('Invalid option `n`: expected an integer >= 1, got 0');
+    expect(booleanOption('b', undefined, true)).toBe(true);
+    expect(() => booleanOption('b', 1, true)).toThrow('Invalid option `b`: expected a boolean, got number');
+    expect(durationOption('d', Infinity, 5, 1, true)).toBe(Infinity);
+    expect(() => durationOption('d', Infinity, 5, 1, false)).toThrow(/`d`: expected an integer >= 1, got Infinity/);
+    expect(() => durationOption('d', 2 ** 31, 5, 1, true)).toThrow(/`d`: expected at most 2147483647 ms \(use Infinity for no limit\)/);
   });
 });

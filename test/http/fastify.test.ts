@@ -395,6 +395,16 @@ describe('fastify adapter', () => {
     }
   });
 
+  it('refuses an unknown key in config.idempotency with a hint; the rest of the route config belongs to others', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store });
+    expect(() => app.post('/typo', { config: { idempotency: { requierd: false } as never } }, async () => ({}))).toThrow(
+      'Invalid option `config.idempotency.requierd of /typo`: unknown option; did you mean `required`?',
+    );
+    expect(() => app.post('/others', { config: { rateLimit: { max: 5 }, idempotency: { required: false } } as never }, async () => ({}))).not.toThrow();
+    await app.close();
+  });
+
   it('refuses an invalid per-route config and a second registration on the same routes', async () => {
     const bad = Fastify();
     await bad.register(idempotency, { store });
