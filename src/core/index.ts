@@ -35,6 +35,4 @@ export type {
   TransactionalStore,
 } from './store.js';
 export { integerOption, booleanOption, durationOption, checkRecordRef, MAX_TIMER_MS } from './validate.js';
-export { optionReader, OptionReader, checkInteger, checkDuration, checkNumber, checkBoolean } from './option-reader.js';
-export type { DurationRule, FunctionRule, IntegerRule, NumberRule, Presence, ReaderSettings } from './option-reader.js';
 export { RESERVED_SCOPE_MARK, isReservedScope } from './namespaces.js';

@@ -6,7 +6,7 @@ export { MAX_TIMER_MS } from './option-reader.js';
 
 /**
  * Validates an optional integer option (>= min), naming it in the error.
- * @deprecated Use `optionReader(...).integer(name, { default, min })`, or `checkInteger` for a lone value.
+ * @deprecated Use `optionReader(...).integer(name, { default, min })` from `idemkit/kit`, or `checkInteger` for a lone value.
  */
 export function integerOption(name: string, value: unknown, fallback: number, min: number): number {
   return checkInteger(name, value, { default: fallback, min });
@@ -14,7 +14,7 @@ export function integerOption(name: string, value: unknown, fallback: number, mi
 
 /**
  * Validates an optional boolean option, naming it in the error.
- * @deprecated Use `optionReader(...).boolean(name, { default })`.
+ * @deprecated Use `optionReader(...).boolean(name, { default })` from `idemkit/kit`.
  */
 export function booleanOption(name: string, value: unknown, fallback: boolean): boolean {
   return checkBoolean(name, value, { default: fallback });
@@ -23,7 +23,7 @@ export function booleanOption(name: string, value: unknown, fallback: boolean): 
 /**
  * Validates a duration in ms: an integer in [min, MAX_TIMER_MS], or `Infinity` (no limit) when
  * allowed. Larger finite values are refused because a timer would fire at once.
- * @deprecated Use `optionReader(...).duration(name, { default, min, infinity })`.
+ * @deprecated Use `optionReader(...).duration(name, { default, min, infinity })` from `idemkit/kit`.
  */
 export function durationOption(name: string, value: unknown, fallback: number, min: number, allowInfinity: boolean): number {
   return checkDuration(name, value, { default: fallback, min, infinity: allowInfinity });

@@ -1,4 +1,6 @@
 /** The one option reader every factory validates its options with. */
+import * as kit from 'idemkit/kit';
+import * as root from 'idemkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { checkDuration, checkInteger, closestName, HTTP_TOKEN, isHttpToken, MAX_TIMER_MS, optionReader } from '../../src/core/option-reader.js';
@@ -188,5 +190,14 @@ describe('the HTTP token', () => {
     expect(['POST', 'Idempotency-Key', "x!#$%&'*+.^_`|~9"].every(isHttpToken)).toBe(true);
     expect(['', 'a b', 'a:b', 'ä', 'a\n', 5].some((v) => isHttpToken(v))).toBe(false);
     expect(HTTP_TOKEN.test('X-Key')).toBe(true);
+  });
+});
+
+describe('where it is exported', () => {
+  it('idemkit/kit has the reader; the root keeps the deprecated positional validators, which read through it', () => {
+    expect(kit.optionReader).toBe(optionReader);
+    expect(kit.checkInteger).toBe(checkInteger);
+    expect(kit.isHttpToken).toBe(isHttpToken);
+    expect(refusal(() => root.integerOption('n', -1, 0, 0)).message).toBe('Invalid option `n`: expected an integer >= 0, got -1');
   });
 });
