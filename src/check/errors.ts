@@ -1,9 +1,12 @@
 import { IdemkitError } from '../core/errors.js';
+import type { ErrorCode } from '../core/errors.js';
 
 /** The check could not start: a bad flag, file or URL (exit code 2). */
 export class CheckConfigError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_CHECK_CONFIG' satisfies ErrorCode;
+
   constructor(message: string) {
-    super('ERR_IDEMKIT_CHECK_CONFIG', message);
+    super(CheckConfigError.code, message);
   }
 }
 
@@ -12,8 +15,10 @@ export class CheckConfigError extends IdemkitError {
  * refuses the baseline request (exit code 2: the target was not judged, so nothing FAILed).
  */
 export class TargetUnreachableError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_CHECK_UNREACHABLE' satisfies ErrorCode;
+
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_IDEMKIT_CHECK_UNREACHABLE', message, options);
+    super(TargetUnreachableError.code, message, options);
   }
 }
 
@@ -22,10 +27,11 @@ export type RequestFailure = 'refused' | 'timeout' | 'protocol' | 'network' | 't
 
 /** One request got no usable HTTP answer; `kind` says why (`too-large`: an answer over `maxResponseBytes`). */
 export class CheckRequestError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_CHECK_REQUEST' satisfies ErrorCode;
   readonly kind: RequestFailure;
 
   constructor(kind: RequestFailure, message: string, options?: { cause?: unknown }) {
-    super('ERR_IDEMKIT_CHECK_REQUEST', message, options);
+    super(CheckRequestError.code, message, options);
     this.kind = kind;
   }
 }

@@ -1,4 +1,5 @@
 import { IdemkitError } from '../core/errors.js';
+import type { ErrorCode } from '../core/errors.js';
 
 /** An RFC 9457 problem details body as received: every member is optional on the wire. */
 export interface Problem {
@@ -38,9 +39,11 @@ export class IdempotentCallError extends IdemkitError {
  * mid-response, attempt timeout), or with an error that is not retried. `cause` is the last error.
  */
 export class RequestFailedError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_REQUEST_FAILED' satisfies ErrorCode;
+
   constructor(info: CallInfo, cause: unknown) {
     super(
-      'ERR_IDEMKIT_REQUEST_FAILED',
+      RequestFailedError.code,
       `The request failed after ${info.attempts} attempt(s): ${describe(cause)}. The outcome is unknown; retry with the same key.`,
       info,
       cause,
@@ -54,13 +57,14 @@ export class RequestFailedError extends IdempotentCallError {
  * response's status when there was one.
  */
 export class RetryBudgetExhaustedError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED' satisfies ErrorCode;
   readonly status: number | undefined;
   readonly response: Response | undefined;
 
   constructor(info: CallInfo, last: { error?: unknown; response?: Response }) {
     const what = last.response ? `status ${last.response.status}` : describe(last.error);
     super(
-      'ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED',
+      RetryBudgetExhaustedError.code,
       `Not retried: the retry budget is exhausted (last attempt: ${what}). The outcome may be unknown; retry later with the same key.`,
       info,
       last.error,
@@ -75,6 +79,7 @@ export class RetryBudgetExhaustedError extends IdempotentCallError {
  * parsed body when it is `application/problem+json`; `response` is still readable.
  */
 export class HttpStatusError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_HTTP_STATUS' satisfies ErrorCode;
   readonly status: number;
   readonly problem: Problem | undefined;
   readonly response: Response;
@@ -83,7 +88,7 @@ export class HttpStatusError extends IdempotentCallError {
   constructor(info: CallInfo & { readonly replayed: boolean }, response: Response, problem: Problem | undefined) {
     const text = problem?.detail ?? problem?.title;
     const detail = typeof text === 'string' ? text : undefined;
-    super('ERR_IDEMKIT_HTTP_STATUS', `HTTP ${response.status}${detail ? `: ${detail}` : ''}`, info);
+    super(HttpStatusError.code, `HTTP ${response.status}${detail ? `: ${detail}` : ''}`, info);
     this.status = response.status;
     this.problem = problem;
     this.response = response;
@@ -99,6 +104,7 @@ export class HttpStatusError extends IdempotentCallError {
  * oversized answer), never blindly with a new one.
  */
 export class ResponseTooLargeError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_RESPONSE_TOO_LARGE' satisfies ErrorCode;
   /** The limit in force (`maxResponseBytes`). */
   readonly limit: number;
   /** Body bytes read before reading stopped: 0 when the declared length alone was over the limit. */
@@ -113,7 +119,7 @@ export class ResponseTooLargeError extends IdempotentCallError {
       ? `it declares Content-Length ${detail.declared}, so nothing was read`
       : `reading stopped after ${detail.received} bytes`;
     super(
-      'ERR_IDEMKIT_RESPONSE_TOO_LARGE',
+      ResponseTooLargeError.code,
       `The response to ${detail.url} (status ${detail.status}) is larger than \`maxResponseBytes\` (${detail.limit} bytes): ${what}. ` +
         `The server answered, so the request may have executed: ${sameKeyAdvice(info.key)}, or raise \`maxResponseBytes\`.`,
       info,
@@ -133,6 +139,7 @@ export class ResponseTooLargeError extends IdempotentCallError {
  * 3xx, and decide yourself what to send where.
  */
 export class CrossOriginRedirectError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_CROSS_ORIGIN_REDIRECT' satisfies ErrorCode;
   /** The origin that answered with the redirect. */
   readonly from: string;
   /** The origin the redirect points to. */
@@ -143,7 +150,7 @@ export class CrossOriginRedirectError extends IdempotentCallError {
 
   constructor(info: CallInfo, detail: { from: string; to: string; location: string; status: number }) {
     super(
-      'ERR_IDEMKIT_CROSS_ORIGIN_REDIRECT',
+      CrossOriginRedirectError.code,
       `${detail.from} answered ${detail.status} with a redirect to another origin, ${detail.to} (${detail.location}); not followed: ` +
         `the idempotency key, the body and the headers are never sent to another origin. Use \`redirect: 'manual'\` to get the ${detail.status} and follow it yourself.`,
       info,
@@ -157,13 +164,14 @@ export class CrossOriginRedirectError extends IdempotentCallError {
 
 /** More redirects in one attempt than `maxRedirects` allows (a loop, most likely). Not retried. */
 export class TooManyRedirectsError extends IdempotentCallError {
+  static readonly code = 'ERR_IDEMKIT_TOO_MANY_REDIRECTS' satisfies ErrorCode;
   readonly limit: number;
   /** Where the redirect that was not followed pointed. */
   readonly location: string;
 
   constructor(info: CallInfo, detail: { limit: number; location: string }) {
     super(
-      'ERR_IDEMKIT_TOO_MANY_REDIRECTS',
+      TooManyRedirectsError.code,
       `More than ${detail.limit} redirect(s) (option \`maxRedirects\`); the next one pointed to ${detail.location}. ` +
         `The request may have executed on the way: ${sameKeyAdvice(info.key)}.`,
       info,
@@ -175,10 +183,11 @@ export class TooManyRedirectsError extends IdempotentCallError {
 
 /** One attempt took longer than `attemptTimeout`; retried like a network failure. */
 export class AttemptTimeoutError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_ATTEMPT_TIMEOUT' satisfies ErrorCode;
   readonly timeout: number;
 
   constructor(timeout: number) {
-    super('ERR_IDEMKIT_ATTEMPT_TIMEOUT', `The attempt did not complete within ${timeout} ms (option \`attemptTimeout\`)`);
+    super(AttemptTimeoutError.code, `The attempt did not complete within ${timeout} ms (option \`attemptTimeout\`)`);
     this.timeout = timeout;
   }
 }
@@ -188,8 +197,10 @@ export class AttemptTimeoutError extends IdemkitError {
  * body already read). Thrown before the first attempt, so nothing reached the server.
  */
 export class BodyNotReplayableError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_BODY_NOT_REPLAYABLE' satisfies ErrorCode;
+
   constructor(reason: string, options?: { cause?: unknown }) {
-    super('ERR_IDEMKIT_BODY_NOT_REPLAYABLE', `The request body cannot be replayed on retries: ${reason}. Nothing was sent.`, options);
+    super(BodyNotReplayableError.code, `The request body cannot be replayed on retries: ${reason}. Nothing was sent.`, options);
   }
 }
 

@@ -1,3 +1,9 @@
+import { ERROR_CODES } from './error-codes.js';
+import type { ErrorCode, HttpErrorCode } from './error-codes.js';
+
+export { ERROR_CODES, errorCodeEntry } from './error-codes.js';
+export type { CodeOf, ErrorCode, ErrorCodeEntry, ErrorEntryPoint, HttpErrorCode, HttpProblemFacts, PhaseErrorCode } from './error-codes.js';
+
 /** Base URI of the stable problem `type`s; each case appends its slug. */
 export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
 
@@ -21,66 +27,13 @@ export class IdemkitError extends Error {
   }
 }
 
-/** An option was invalid; thrown eagerly when a factory resolves its options. */
-export class InvalidOptionError extends IdemkitError {
-  readonly option: string;
-
-  constructor(option: string, message: string) {
-    super('ERR_IDEMKIT_INVALID_OPTION', `Invalid option \`${option}\`: ${message}`);
-    this.option = option;
-  }
-}
-
-/** The owner token is no longer current: the lease ran out and another request took over. */
-export class LeaseLostError extends IdemkitError {
-  constructor(message = 'The idempotency record is no longer owned by this request (lease lost or record replaced)') {
-    super('ERR_IDEMKIT_LEASE_LOST', message);
-  }
-}
-
-/** A store could not be reached or answered with an error. */
-export class StoreUnavailableError extends IdemkitError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_IDEMKIT_STORE_UNAVAILABLE', message, options);
-  }
-}
-
-/** A stored record could not be read back (a corrupt row or hash); the message names the record. */
-export class CorruptRecordError extends IdemkitError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_IDEMKIT_CORRUPT_RECORD', message, options);
-  }
-}
-
-/**
- * A scope, key or fingerprint a store refuses before it touches the backend: not a string, not
- * well-formed UTF-16 (a lone surrogate, which drivers encode as U+FFFD, so two different scopes
- * could share one record), or longer than the store's columns hold. `field` names which one.
- */
-export class InvalidRecordRefError extends IdemkitError {
-  /** The refused part: the ref's scope or key, or the fingerprint that travels with a claim. */
-  readonly field: 'scope' | 'key' | 'fingerprint';
-  readonly reason: string;
-
-  constructor(field: 'scope' | 'key' | 'fingerprint', reason: string) {
-    super('ERR_IDEMKIT_INVALID_REF', `Invalid record ${field}: ${reason}`);
-    this.field = field;
-    this.reason = reason;
-  }
-}
-
-/** A write was attempted through a store transaction that had already committed or rolled back. */
-export class TransactionEndedError extends IdemkitError {
-  constructor(message: string) {
-    super('ERR_IDEMKIT_TRANSACTION_ENDED', message);
-  }
-}
-
 /** An error that maps to an HTTP answer with a problem+json body. */
 export class IdempotencyHttpError extends IdemkitError {
   readonly status: number;
   readonly slug: string;
   readonly title: string;
+  /** The problem's `detail`: the message, unless the message is for logs and the client gets a fixed text. */
+  readonly detail: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly extensions: Readonly<Record<string, unknown>>;
 
@@ -90,14 +43,17 @@ export class IdempotencyHttpError extends IdemkitError {
     slug: string;
     title: string;
     detail: string;
+    /** The error's message when it is not the detail (which then stays what the client is told). */
+    message?: string;
     headers?: Record<string, string>;
     extensions?: Record<string, unknown>;
     cause?: unknown;
   }) {
-    super(init.code, init.detail, { cause: init.cause });
+    super(init.code, init.message ?? init.detail, { cause: init.cause });
     this.status = init.status;
     this.slug = init.slug;
     this.title = init.title;
+    this.detail = init.detail;
     this.headers = init.headers ?? {};
     this.extensions = init.extensions ?? {};
   }
@@ -107,78 +63,235 @@ export class IdempotencyHttpError extends IdemkitError {
   }
 
   problem(): ProblemDetails {
-    return { ...this.extensions, type: this.type, title: this.title, status: this.status, detail: this.message };
+    return { ...this.extensions, type: this.type, title: this.title, status: this.status, detail: this.detail };
+  }
+}
+
+/** The code with its status, slug and title from the table, for an `IdempotencyHttpError`'s constructor. */
+function problemFacts(code: HttpErrorCode): { code: HttpErrorCode; status: number; slug: string; title: string } {
+  const { status, slug, title } = ERROR_CODES[code].http;
+  return { code, status, slug, title };
+}
+
+/** The problem+json body a request is answered with for `error`, or undefined when it is not an HTTP answer. */
+export function problemFor(error: unknown): ProblemDetails | undefined {
+  return error instanceof IdempotencyHttpError ? error.problem() : undefined;
+}
+
+/** An option was invalid; thrown eagerly when a factory resolves its options. */
+export class InvalidOptionError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_INVALID_OPTION' satisfies ErrorCode;
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super(InvalidOptionError.code, `Invalid option \`${option}\`: ${message}`);
+    this.option = option;
+  }
+}
+
+/** The same route is protected twice (two middlewares, or the plugin registered twice): protect it once. */
+export class MountedTwiceError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_MOUNTED_TWICE' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(MountedTwiceError.code, message);
+  }
+}
+
+/**
+ * 409 (lease-lost): the owner token is no longer current; the lease ran out and another request
+ * took over. Stores throw it with a message for logs; the client is told the table's fixed detail.
+ */
+export class LeaseLostError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_LEASE_LOST' satisfies ErrorCode;
+
+  constructor(message = 'The idempotency record is no longer owned by this request (lease lost or record replaced)', options?: { cause?: unknown }) {
+    super({
+      ...problemFacts(LeaseLostError.code),
+      detail: ERROR_CODES[LeaseLostError.code].http.detail,
+      message,
+      headers: { 'retry-after': '1' },
+      cause: options?.cause,
+    });
+  }
+}
+
+/**
+ * 503 (store-unavailable): a store could not be reached, answered with an error, or did not answer
+ * in time, so the request is refused (fail closed). `message` says what failed, for logs; the client
+ * is told the table's fixed detail. Without a message, the message is that detail.
+ */
+export class StoreUnavailableError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_STORE_UNAVAILABLE' satisfies ErrorCode;
+
+  constructor(message: string = ERROR_CODES[StoreUnavailableError.code].http.detail, options?: { cause?: unknown }) {
+    super({
+      ...problemFacts(StoreUnavailableError.code),
+      detail: ERROR_CODES[StoreUnavailableError.code].http.detail,
+      message,
+      headers: { 'retry-after': '1' },
+      cause: options?.cause,
+    });
+  }
+}
+
+/**
+ * @deprecated The same error as `LeaseLostError` (one class per code): this name only builds one
+ * from a cause, with the client's detail as its message. `instanceof` either name holds for both.
+ */
+export class LeaseLostHttpError extends LeaseLostError {
+  constructor(cause?: unknown) {
+    super(ERROR_CODES[LeaseLostError.code].http.detail, { cause });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): value is LeaseLostError {
+    return value instanceof LeaseLostError;
+  }
+}
+
+/**
+ * @deprecated The same error as `StoreUnavailableError` (one class per code): this name only
+ * builds one from a cause, with the client's detail as its message. `instanceof` either name holds for both.
+ */
+export class StoreUnavailableHttpError extends StoreUnavailableError {
+  constructor(cause?: unknown) {
+    super(undefined, { cause });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): value is StoreUnavailableError {
+    return value instanceof StoreUnavailableError;
+  }
+}
+
+/** A stored record could not be read back (a corrupt row or hash); the message names the record. */
+export class CorruptRecordError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_CORRUPT_RECORD' satisfies ErrorCode;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(CorruptRecordError.code, message, options);
+  }
+}
+
+/**
+ * A scope, key or fingerprint a store refuses before it touches the backend: not a string, not
+ * well-formed UTF-16 (a lone surrogate, which drivers encode as U+FFFD, so two different scopes
+ * could share one record), or longer than the store's columns hold. `field` names which one.
+ */
+export class InvalidRecordRefError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_INVALID_REF' satisfies ErrorCode;
+  /** The refused part: the ref's scope or key, or the fingerprint that travels with a claim. */
+  readonly field: 'scope' | 'key' | 'fingerprint';
+  readonly reason: string;
+
+  constructor(field: 'scope' | 'key' | 'fingerprint', reason: string) {
+    super(InvalidRecordRefError.code, `Invalid record ${field}: ${reason}`);
+    this.field = field;
+    this.reason = reason;
+  }
+}
+
+/** A write was attempted through a store transaction that had already committed or rolled back. */
+export class TransactionEndedError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_TRANSACTION_ENDED' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(TransactionEndedError.code, message);
+  }
+}
+
+/**
+ * A phase transaction (`ctx.beginTransaction()`, or phases' `run()`) was asked for in whole-request
+ * transactional mode: that mode commits the request once, a phase commits on its own.
+ */
+export class TransactionalModeError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_TRANSACTIONAL_MODE' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(TransactionalModeError.code, message);
+  }
+}
+
+/** `ctx.beginTransaction()` on a store without transactions (Redis, memory). */
+export class NotTransactionalError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_NOT_TRANSACTIONAL' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(NotTransactionalError.code, message);
+  }
+}
+
+/** The request's context was used after its request had ended. */
+export class ExecutionEndedError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_EXECUTION_ENDED' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(ExecutionEndedError.code, message);
+  }
+}
+
+/**
+ * Express: the request body was read before the idempotency middleware ran and not kept (neither
+ * `req.rawBody` nor `req.body`), so there is nothing to fingerprint. Mount the middleware first,
+ * or keep the bytes.
+ */
+export class BodyConsumedError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_BODY_CONSUMED' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(BodyConsumedError.code, message);
+  }
+}
+
+/** Express: the client went away before its request body was read; nothing was claimed or run. */
+export class RequestAbortedError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_REQUEST_ABORTED' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(RequestAbortedError.code, message);
   }
 }
 
 /** 400: the key header is absent on a route that requires one. */
 export class MissingKeyError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_KEY_MISSING' satisfies ErrorCode;
+
   constructor(header: string) {
-    super({
-      code: 'ERR_IDEMKIT_KEY_MISSING',
-      status: 400,
-      slug: 'missing-key',
-      title: 'Idempotency-Key is missing',
-      detail: `This operation requires an \`${header}\` header.`,
-    });
+    super({ ...problemFacts(MissingKeyError.code), detail: `This operation requires an \`${header}\` header.` });
   }
 }
 
 /** 400: the key header is present but unusable (syntax, length, characters, policy, repeated). */
 export class InvalidKeyError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_KEY_INVALID' satisfies ErrorCode;
   readonly reason: string;
 
   constructor(header: string, reason: string) {
-    super({
-      code: 'ERR_IDEMKIT_KEY_INVALID',
-      status: 400,
-      slug: 'invalid-key',
-      title: 'Idempotency-Key is invalid',
-      detail: `The \`${header}\` header is invalid: ${reason}.`,
-      extensions: { reason },
-    });
+    super({ ...problemFacts(InvalidKeyError.code), detail: `The \`${header}\` header is invalid: ${reason}.`, extensions: { reason } });
     this.reason = reason;
   }
 }
 
 /** 409: the first request with this key is still being processed. */
 export class KeyInFlightError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_KEY_IN_FLIGHT' satisfies ErrorCode;
+
   constructor(retryAfterMs: number) {
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
     super({
-      code: 'ERR_IDEMKIT_KEY_IN_FLIGHT',
-      status: 409,
-      slug: 'request-in-progress',
-      title: 'A request with this Idempotency-Key is in progress',
+      ...problemFacts(KeyInFlightError.code),
       detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
       headers: { 'retry-after': String(seconds) },
     });
   }
 }
 
-/** 409: this request lost its lease while running; its transaction was rolled back. */
-export class LeaseLostHttpError extends IdempotencyHttpError {
-  constructor(cause?: unknown) {
-    super({
-      code: 'ERR_IDEMKIT_LEASE_LOST',
-      status: 409,
-      slug: 'lease-lost',
-      title: 'The request lost ownership of its Idempotency-Key',
-      detail: 'The request ran past its lease and another request took over; nothing from this attempt was committed.',
-      headers: { 'retry-after': '1' },
-      cause,
-    });
-  }
-}
-
 /** 422: the key was already used with a different request (method, path or body). */
 export class KeyMismatchError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_KEY_MISMATCH' satisfies ErrorCode;
+
   constructor() {
     super({
-      code: 'ERR_IDEMKIT_KEY_MISMATCH',
-      status: 422,
-      slug: 'key-reused',
-      title: 'Idempotency-Key is already used',
+      ...problemFacts(KeyMismatchError.code),
       detail: 'This key was already used with a different request payload; use a new key for a new operation.',
     });
   }
@@ -186,43 +299,23 @@ export class KeyMismatchError extends IdempotencyHttpError {
 
 /** 413: the request body is larger than the middleware reads. */
 export class BodyTooLargeError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_BODY_TOO_LARGE' satisfies ErrorCode;
+
   constructor(limit: number) {
     super({
-      code: 'ERR_IDEMKIT_BODY_TOO_LARGE',
-      status: 413,
-      slug: 'body-too-large',
-      title: 'Request body too large',
+      ...problemFacts(BodyTooLargeError.code),
       detail: `The request body exceeds the limit of ${limit} bytes (option \`maxBodyBytes\`).`,
       extensions: { limit },
     });
   }
 }
 
-/** 503: the store could not be reached or did not answer in time, so the request is refused (fail closed). */
-export class StoreUnavailableHttpError extends IdempotencyHttpError {
-  constructor(cause?: unknown) {
-    super({
-      code: 'ERR_IDEMKIT_STORE_UNAVAILABLE',
-      status: 503,
-      slug: 'store-unavailable',
-      title: 'Idempotency store unavailable',
-      detail: 'The idempotency store could not be reached or did not answer in time; the request was not executed. Retry with the same key.',
-      headers: { 'retry-after': '1' },
-      cause,
-    });
-  }
-}
-
 /** 400: the `scope` hook returned text that cannot be stored as it is (ill-formed UTF-16). */
 export class InvalidScopeError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_SCOPE_INVALID' satisfies ErrorCode;
+
   constructor(reason: string) {
-    super({
-      code: 'ERR_IDEMKIT_SCOPE_INVALID',
-      status: 400,
-      slug: 'invalid-scope',
-      title: 'The request has no usable idempotency scope',
-      detail: `The scope this request belongs to is unusable: ${reason}.`,
-    });
+    super({ ...problemFacts(InvalidScopeError.code), detail: `The scope this request belongs to is unusable: ${reason}.` });
   }
 }
 
@@ -232,12 +325,11 @@ export class InvalidScopeError extends IdempotencyHttpError {
  * committed. Also what `onError` is told when the ceiling is reached.
  */
 export class ExecutionTimeoutHttpError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_EXECUTION_TIMEOUT' satisfies ErrorCode;
+
   constructor(maxExecutionMs: number, committed: 'nothing' | 'unknown') {
     super({
-      code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT',
-      status: 503,
-      slug: 'execution-timeout',
-      title: 'The request ran past its time limit',
+      ...problemFacts(ExecutionTimeoutHttpError.code),
       detail:
         committed === 'nothing'
           ? `The handler ran longer than ${maxExecutionMs} ms (option \`maxExecutionMs\`); its transaction was rolled back and nothing was committed. Retry with the same key.`

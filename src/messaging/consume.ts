@@ -1,9 +1,9 @@
-import { IdemkitError, InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../core/errors.js';
 import { internalScope } from '../core/namespaces.js';
 import type { Clock, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { checkDuration, optionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
-import { InvalidMessageIdError, MissingMessageIdError } from './errors.js';
+import { InvalidMessageIdError, MessageScopeClashError, MissingMessageIdError } from './errors.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 
 /** Longest consumer name and message id (the key columns are VARCHAR(128) and VARCHAR(255)). */
@@ -194,8 +194,7 @@ async function consumeWithStore<T>(
     case 'in_flight':
       return { status: 'in_flight', retryAfterMs: claim.retryAfterMs };
     case 'mismatch':
-      throw new IdemkitError(
-        'ERR_IDEMKIT_MESSAGE_SCOPE_CLASH',
+      throw new MessageScopeClashError(
         `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} in idemkit's reserved namespace was written by something else than consumeOnce`,
       );
     case 'acquired':

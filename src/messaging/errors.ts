@@ -1,19 +1,36 @@
 import { IdemkitError } from '../core/errors.js';
+import type { ErrorCode } from '../core/errors.js';
 
 /**
  * A message carried no usable id and no fallback was configured. Deduplication needs a stable id
  * per logical message, so such a message is refused (dead-lettered) rather than processed unguarded.
  */
 export class MissingMessageIdError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_MESSAGE_ID_MISSING' satisfies ErrorCode;
+
   constructor(detail: string) {
-    super('ERR_IDEMKIT_MESSAGE_ID_MISSING', `Message id missing: ${detail}`);
+    super(MissingMessageIdError.code, `Message id missing: ${detail}`);
   }
 }
 
 /** A message id or consumer name is present but unusable (empty, too long, not a string). */
 export class InvalidMessageIdError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_MESSAGE_ID_INVALID' satisfies ErrorCode;
+
   constructor(detail: string) {
-    super('ERR_IDEMKIT_MESSAGE_ID_INVALID', detail);
+    super(InvalidMessageIdError.code, detail);
+  }
+}
+
+/**
+ * consumeOnce found a record in its reserved namespace that it did not write (another fingerprint):
+ * something else writes records under idemkit's reserved scopes.
+ */
+export class MessageScopeClashError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_MESSAGE_SCOPE_CLASH' satisfies ErrorCode;
+
+  constructor(detail: string) {
+    super(MessageScopeClashError.code, detail);
   }
 }
 
@@ -21,17 +38,20 @@ export type WebhookFailure = 'missing-headers' | 'bad-timestamp' | 'stale-timest
 
 /** A webhook request failed verification; nothing was recorded or run. */
 export class WebhookVerificationError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_WEBHOOK_UNVERIFIED' satisfies ErrorCode;
   readonly reason: WebhookFailure;
 
   constructor(reason: WebhookFailure, detail: string) {
-    super('ERR_IDEMKIT_WEBHOOK_UNVERIFIED', detail);
+    super(WebhookVerificationError.code, detail);
     this.reason = reason;
   }
 }
 
 /** The framework handed the webhook adapter a parsed body instead of the raw bytes the signature covers. */
 export class WebhookRawBodyError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_WEBHOOK_RAW_BODY' satisfies ErrorCode;
+
   constructor(detail: string) {
-    super('ERR_IDEMKIT_WEBHOOK_RAW_BODY', detail);
+    super(WebhookRawBodyError.code, detail);
   }
 }

@@ -24,5 +24,5 @@ export type {
   WebhookReceiver,
   WebhookReply,
 } from './webhook.js';
-export { InvalidMessageIdError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';
+export { InvalidMessageIdError, MessageScopeClashError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';
 export type { WebhookFailure } from './errors.js';

@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FencedTransaction } from '../core/engine.js';
+import { TransactionalModeError } from '../core/errors.js';
 import { PhaseError } from './phase-errors.js';
 
 /** The first recovery point: written before any phase runs, it records the input. */
@@ -143,8 +144,7 @@ export class Phases<Input, Tx, Data = Empty, Result = undefined> {
       throw new PhaseError('NO_CONTEXT', `phases "${this.name}": run() needs the request's idempotency context (was the request protected?)`);
     }
     if (host.tx !== undefined) {
-      throw new PhaseError(
-        'TRANSACTIONAL_MODE',
+      throw new TransactionalModeError(
         `phases "${this.name}" cannot run in transactional mode: each phase commits on its own, while that mode commits the whole request once (turn \`transactional\` off for this route)`,
       );
     }

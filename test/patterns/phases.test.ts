@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Hono } from 'hono';
 import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
-import { InvalidOptionError, LeaseLostError } from '../../src/core/errors.js';
+import { InvalidOptionError, LeaseLostError, TransactionalModeError } from '../../src/core/errors.js';
 import type { FencedTransaction } from '../../src/core/engine.js';
 import type { Claim, RecordRef } from '../../src/core/store.js';
 import type { IdempotencyVariables } from '../../src/http/hono.js';
@@ -100,7 +100,8 @@ describe('a phases definition', () => {
   it('refuses an empty definition, a missing context and whole-request transactional mode', async () => {
     await expect(definePhases('none').run(fakeHost(undefined, undefined))).rejects.toMatchObject({ code: 'NO_PHASES' });
     await expect(two.run(undefined as never)).rejects.toMatchObject({ code: 'NO_CONTEXT' });
-    await expect(two.run(fakeHost(undefined, undefined, {}), { n: 1 })).rejects.toMatchObject({ code: 'TRANSACTIONAL_MODE' });
+    await expect(two.run(fakeHost(undefined, undefined, {}), { n: 1 })).rejects.toThrow(TransactionalModeError);
+    await expect(two.run(fakeHost(undefined, undefined, {}), { n: 1 })).rejects.toMatchObject({ code: 'ERR_IDEMKIT_TRANSACTIONAL_MODE' });
   });
 
   it('refuses an output that cannot be kept as JSON, naming the phase', async () => {
@@ -224,8 +225,10 @@ describe('phases through an adapter (Hono, SQLite)', () => {
   it('is refused in whole-request transactional mode, and nothing is written', async () => {
     const { post, errors } = app({ transactional: true });
     expect((await post('k4')).status).toBe(500);
-    expect(errors[0]).toBeInstanceOf(PhaseError);
-    expect(errors[0]).toMatchObject({ code: 'TRANSACTIONAL_MODE' });
+    // One refusal, one code: the same class and code as ctx.beginTransaction() in that mode.
+    expect(errors[0]).toBeInstanceOf(TransactionalModeError);
+    expect(errors[0]).not.toBeInstanceOf(PhaseError);
+    expect(errors[0]).toMatchObject({ code: 'ERR_IDEMKIT_TRANSACTIONAL_MODE' });
     expect(orders('k4')).toEqual([]);
   });
 
