@@ -265,14 +265,13 @@ const PENDING_AD_HOC: ReadonlyArray<readonly [file: string, code: ErrorCode]> = 
 const PLAIN_ERRORS: ReadonlyArray<{ file: string; text: string; why: string }> = [
   { file: 'src/core/canonical-json.ts', text: "new Error('canonical JSON: left to the iterative writer')", why: 'a sentinel, caught inside the writer' },
   { file: 'src/check/race.ts', text: "new Error('ended without 100 Continue')", why: 'rejects one branch of a Promise.any, never surfaces' },
-  { file: 'src/stores/postgres.ts', text: 'new Error(String(reason))', why: "hands pg's release() the Error it expects" },
+  { file: 'src/drivers/postgres.ts', text: 'new Error(String(reason))', why: "hands pg's release() the Error it expects" },
   { file: 'src/stores/redis-record.ts', text: 'new RangeError(', why: 'an encoder invariant; callers validate first' },
   { file: 'src/core/engine.ts', text: "new TypeError('The `scope` option must return a string')", why: 'a hook returning the wrong type, as Node throws ERR_INVALID_RETURN_VALUE' },
   { file: 'src/http/express.ts', text: "new TypeError('idemkit: response chunks must be strings", why: 'what res.write throws for such a chunk' },
   { file: 'src/http/fastify.ts', text: 'new TypeError(`idemkit: cannot store a response payload', why: "what Fastify's reply.send throws for such a payload" },
   { file: 'src/http/express.ts', text: "new Error('idemkit: the request body was read before", why: 'pending: BodyConsumedError' },
   { file: 'src/http/express.ts', text: "new Error('idemkit: the client aborted the request", why: 'pending: RequestAbortedError' },
-  { file: 'src/patterns/sql.ts', text: "new Error('COMMIT was answered with ROLLBACK", why: 'pending: the driver layer (issue 15 §1) gives it one error type' },
 ];
 
 describe('throw sites in src', () => {
