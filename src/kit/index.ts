@@ -34,7 +34,7 @@ export {
   REPLAYED_HEADER,
   BODY_OMITTED_HEADER,
 } from '../core/response.js';
-export { IdempotencyHttpError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+export { IdempotencyHttpError, PROBLEM_CONTENT_TYPE, problemFor } from '../core/errors.js';
 export type { ProblemDetails } from '../core/errors.js';
 
 // ─── Stores: the contract a store implements ──────────────────────────────────────────────────
