@@ -63,7 +63,7 @@ export const ERROR_CODES = {
   }),
   ERR_IDEMKIT_EXECUTION_TIMEOUT: http('ExecutionTimeoutHttpError', { status: 503, slug: 'execution-timeout', title: 'The request ran past its time limit' }),
   // The Express middleware reading the request body.
-  ERR_IDEMKIT_BODY_CONSUMED: core('BodyConsumedError'),
+  ERR_IDEMKIT_BODY_NOT_KEPT: core('BodyNotKeptError'),
   ERR_IDEMKIT_REQUEST_ABORTED: core('RequestAbortedError'),
   // Inside a request: the context and its transactions.
   ERR_IDEMKIT_TRANSACTIONAL_MODE: core('TransactionalModeError'),

@@ -234,11 +234,11 @@ export class ExecutionEndedError extends IdemkitError {
  * `req.rawBody` nor `req.body`), so there is nothing to fingerprint. Mount the middleware first,
  * or keep the bytes.
  */
-export class BodyConsumedError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_BODY_CONSUMED' satisfies ErrorCode;
+export class BodyNotKeptError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_BODY_NOT_KEPT' satisfies ErrorCode;
 
   constructor(message: string) {
-    super(BodyConsumedError.code, message);
+    super(BodyNotKeptError.code, message);
   }
 }
 
