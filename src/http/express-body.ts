@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import type { RequestBody } from '../core/engine.js';
-import { BodyTooLargeError, IdemkitError } from '../core/errors.js';
+import { BodyNotKeptError, BodyTooLargeError, RequestAbortedError } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 
 /** Body-parser's private "already parsed" flag; setting it makes express.json() & co. skip the request. */
@@ -28,7 +28,7 @@ export function requestBody(req: ParsedRequest, limit: number): ExpressBody | Pr
   if (req._body === true || req.readableEnded || (req.complete && !req.readable)) {
     if (Buffer.isBuffer(req.rawBody)) return { body: checkLimit(req.rawBody, limit) };
     if (req.body === undefined) {
-      throw new IdemkitError('ERR_IDEMKIT_BODY_NOT_KEPT', 'idemkit: the request body was read before the idempotency middleware and not kept');
+      throw new BodyNotKeptError('idemkit: the request body was read before the idempotency middleware and not kept');
     }
     // Without the bytes, a parsed JSON number has lost the digits a double cannot hold: keep
     // them with express.json({ verify }) setting req.rawBody (docs/semantics.md, "The fingerprint").
@@ -91,7 +91,7 @@ function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
       else chunks.push(chunk);
     };
     const onEnd = () => settle(undefined);
-    const onClose = () => settle(new IdemkitError('ERR_IDEMKIT_REQUEST_ABORTED', 'idemkit: the client aborted the request before its body was read'));
+    const onClose = () => settle(new RequestAbortedError('idemkit: the client aborted the request before its body was read'));
     req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
   });
 }

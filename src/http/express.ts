@@ -1,7 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { IdempotencyContext, RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
-import { IdemkitError } from '../core/errors.js';
+import { MountedTwiceError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import type { ExpressBody } from './express-body.js';
 import { requestBody } from './express-body.js';
@@ -65,7 +65,7 @@ export function idempotency(options: IdempotencyOptions<Request>) {
     if (!engine.covers(req.method)) return next();
     if (isCaptured(res)) {
       // Two of these on one request (app-level and route-level, say) would claim twice.
-      return next(new IdemkitError('ERR_IDEMKIT_MOUNTED_TWICE', `idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one`));
+      return next(new MountedTwiceError(`idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one`));
     }
     // Express 4 ignores a middleware's promise, so a rejection must reach `next` by hand.
     decideAndRun(req, res, next).catch(next);

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin';
 import type { Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
-import { BodyTooLargeError, IdemkitError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { BodyTooLargeError, InvalidOptionError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { optionReader } from '../core/option-reader.js';
@@ -78,7 +78,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };
-    if (marked[kProtected]) throw new IdemkitError('ERR_IDEMKIT_MOUNTED_TWICE', `idemkit: the idempotency plugin is registered twice for ${route.url}; register it once`);
+    if (marked[kProtected]) throw new MountedTwiceError(`idemkit: the idempotency plugin is registered twice for ${route.url}; register it once`);
     marked[kProtected] = true;
     // Fastify reads and parses the body itself, within this limit; the fingerprint is taken from
     // what it parsed, so the body is neither buffered twice nor parsed twice.

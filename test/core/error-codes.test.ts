@@ -249,15 +249,7 @@ const sources = sourceFiles(join(root, 'src')).map((path) => ({ file: relative(r
  * `IdemkitError` from a bare code: each code is in the table, and its class is the one to use.
  * The list must match exactly, so a converted site is struck off here and no new one appears.
  */
-const PENDING_AD_HOC: ReadonlyArray<readonly [file: string, code: ErrorCode]> = [
-  ['src/core/engine.ts', 'ERR_IDEMKIT_TRANSACTIONAL_MODE'],
-  ['src/core/engine.ts', 'ERR_IDEMKIT_EXECUTION_ENDED'],
-  ['src/core/engine.ts', 'ERR_IDEMKIT_NOT_TRANSACTIONAL'],
-  ['src/http/express.ts', 'ERR_IDEMKIT_MOUNTED_TWICE'],
-  ['src/http/express-body.ts', 'ERR_IDEMKIT_BODY_NOT_KEPT'],
-  ['src/http/express-body.ts', 'ERR_IDEMKIT_REQUEST_ABORTED'],
-  ['src/http/fastify.ts', 'ERR_IDEMKIT_MOUNTED_TWICE'],
-];
+const PENDING_AD_HOC: ReadonlyArray<readonly [file: string, code: ErrorCode]> = [];
 
 /**
  * Plain errors src may throw: internal signals that never reach a user, or what Node and the

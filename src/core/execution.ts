@@ -1,0 +1,348 @@
+import type { IdempotencyHttpError } from './errors.js';
+import {
+  ExecutionEndedError,
+  ExecutionTimeoutHttpError,
+  LeaseLostError,
+  NotTransactionalError,
+  StoreUnavailableError,
+  TransactionalModeError,
+  TransactionEndedError,
+} from './errors.js';
+import type { Deadlines } from './deadlines.js';
+import type { LeaseKeeper } from './lease-keeper.js';
+import type { ResolvedOptions } from './options.js';
+import type { Claim, RecordRef, StoreTransaction, StoredResponse } from './store.js';
+import { isTransactionalStore } from './store.js';
+import type { ResponseHeaders } from './response.js';
+import { toStoredResponse, toStoredResponseFromRecord } from './response.js';
+import { fenceHandle } from './tx-fence.js';
+
+/** Tells, at each lease-keeper tick, whether the answer went out without `finish` (a hijacked reply). */
+export type AbandonedCheck<Target> = (target: Target) => boolean;
+
+/** What the handler sees of its idempotency context. */
+export interface IdempotencyContext<Tx = unknown> {
+  readonly key: string;
+  readonly scope: string;
+  /** True when an earlier owner's lease ran out and this request took over. */
+  readonly takeover: boolean;
+  /** The last recovery point an earlier owner reached; resume from there. */
+  readonly resumeFrom: string | undefined;
+  readonly recoveryData: unknown;
+  /**
+   * The store transaction, in transactional mode: the driver's own object (a pg client, a mysql2
+   * connection, a better-sqlite3 Database) behind a fence that refuses every call once the request
+   * has ended (answered, rolled back, or past `maxExecutionMs`) with `TransactionEndedError`.
+   */
+  readonly tx: Tx;
+  /** Records a recovery point (fenced by this request's owner token). */
+  checkpoint(point: string, data?: unknown): Promise<void>;
+  /**
+   * Declares that nothing happened (validation failed inside the handler): the claim is released
+   * and the response is not stored, so the key can be used again.
+   */
+  discard(): void;
+  /**
+   * Opens a store transaction of this request's own, for one recovery phase (idemkit/patterns
+   * `definePhases`): its `checkpoint` is fenced by the owner token and commits with the writes.
+   * Refused in transactional mode (the whole request is already one transaction, which a phase
+   * commit would break) and on a store without transactions.
+   */
+  beginTransaction(): Promise<FencedTransaction<Tx>>;
+  /**
+   * Ends the request without a stored result but keeps its recovery points: the response is sent
+   * and not stored, the record stays in flight and its lease is given up at once, so a retry (or a
+   * completer) resumes from the last recovery point. Releasing instead would forget committed phases.
+   */
+  suspend(): void;
+}
+
+/** A store transaction bound to one claimed record: `checkpoint` is fenced by its owner token. */
+export interface FencedTransaction<Tx = unknown> {
+  readonly tx: Tx;
+  /** Records a recovery point inside the transaction; throws `LeaseLostError` when the token is stale. */
+  checkpoint(point: string, data?: unknown): Promise<void>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+/** What the deprecated `Execution.watchResponse` reads of a Node ServerResponse. */
+export interface WatchedResponse {
+  readonly writableFinished: boolean;
+}
+
+/** One claimed request while its handler runs: lease renewal, checkpoints, and the fenced finish. */
+export class Execution {
+  readonly context: IdempotencyContext;
+  private readonly options: ResolvedOptions<never>;
+  private readonly ref: RecordRef;
+  private readonly token: string;
+  private readonly transaction: StoreTransaction<unknown> | undefined;
+  private readonly keeper: LeaseKeeper;
+  private readonly deadlines: Deadlines;
+  /** What the adapter watches (its response), and how; see `watch`. */
+  private watched: object | undefined;
+  private abandoned: AbandonedCheck<never> | undefined;
+  private readonly startedAt = Date.now();
+  /** Closed when the execution ends (or runs past `maxExecutionMs`): `ctx.tx` refuses use from then on. */
+  private readonly fence: { closedBecause: string | undefined } = { closedBecause: undefined };
+  /** Past `maxExecutionMs`: no longer renewed; in transactional mode already rolled back. */
+  private overtime = false;
+  private leaseLost = false;
+  private discarded = false;
+  private suspended = false;
+  private finished = false;
+
+  constructor(
+    options: ResolvedOptions<never>,
+    ref: RecordRef,
+    claim: Extract<Claim, { kind: 'acquired' }>,
+    transaction: StoreTransaction<unknown> | undefined,
+    keeper: LeaseKeeper,
+    deadlines: Deadlines,
+  ) {
+    this.options = options;
+    this.keeper = keeper;
+    this.deadlines = deadlines;
+    this.ref = ref;
+    this.token = claim.token;
+    this.transaction = transaction;
+    // Inside a transaction the checkpoint must use it: the store may be serialised behind it. Once
+    // the transaction is over, a checkpoint through it would run outside any transaction.
+    const checkpoint =
+      transaction === undefined
+        ? (point: string, data?: unknown) => options.store.checkpoint(ref, claim.token, point, data)
+        : async (point: string, data?: unknown) => {
+            const closed = this.fence.closedBecause;
+            if (closed !== undefined) throw new TransactionEndedError(`ctx.checkpoint() was called after ${closed}; nothing was written`);
+            return transaction.checkpoint(ref, claim.token, point, data);
+          };
+    this.context = {
+      key: ref.key,
+      scope: ref.scope,
+      takeover: claim.takeover,
+      resumeFrom: claim.resumeFrom,
+      recoveryData: claim.recoveryData,
+      tx: transaction === undefined ? undefined : fenceHandle(transaction.tx, this.fence, 'ctx.tx'),
+      checkpoint,
+      discard: () => {
+        this.discarded = true;
+      },
+      beginTransaction: () => this.beginPhaseTransaction(),
+      suspend: () => {
+        this.suspended = true;
+      },
+    };
+    keeper.add(this);
+  }
+
+  /**
+   * Lets the adapter watch the response this execution answers through, from the lease keeper's
+   * ticks (not a listener per request, which costs more than the claim): when `abandoned(target)`
+   * says the answer went out without passing `finish` (a hijacked reply), nothing was stored and
+   * the claim is released. Whether the client is still connected is deliberately not a reason:
+   * the lease belongs to the handler, which may still act after its client left, so the claim is
+   * renewed for as long as it runs and its result is completed when it ends (a retry meanwhile
+   * gets 409, then the replay). The target is let go of when the execution ends.
+   */
+  watch<Target extends object>(target: Target, abandoned: AbandonedCheck<Target>): void {
+    this.watched = target;
+    this.abandoned = abandoned as AbandonedCheck<never>;
+  }
+
+  /** @deprecated Node-specific: the HTTP adapters call `watch` with their own check. */
+  watchResponse(response: WatchedResponse): void {
+    this.watch(response, finishedWithoutUs);
+  }
+
+  private async beginPhaseTransaction(): Promise<FencedTransaction> {
+    const { store } = this.options;
+    if (this.transaction) {
+      throw new TransactionalModeError(
+        'ctx.beginTransaction() is refused in transactional mode: the request already runs in one transaction (use ctx.tx)',
+      );
+    }
+    if (this.finished) throw new ExecutionEndedError('ctx.beginTransaction() after the request has ended');
+    if (!isTransactionalStore(store)) {
+      throw new NotTransactionalError(`ctx.beginTransaction() needs a store with transactions; the ${store.name} store has none`);
+    }
+    const begin = store.beginTransaction();
+    begin.catch(() => {});
+    const tx = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
+    // The phase's handle refuses use once the phase committed or rolled back: its connection is
+    // back in the pool by then.
+    const fence: { closedBecause: string | undefined } = { closedBecause: undefined };
+    return {
+      tx: fenceHandle(tx.tx, fence, 'the phase transaction'),
+      checkpoint: (point, data) => tx.checkpoint(this.ref, this.token, point, data),
+      commit: () => {
+        fence.closedBecause ??= 'it committed';
+        return tx.commit();
+      },
+      rollback: () => {
+        fence.closedBecause ??= 'it rolled back';
+        return tx.rollback();
+      },
+    };
+  }
+
+  /** Called by the lease keeper every third of a lease: extends the lease, or learns that it was lost. */
+  renew(): void {
+    if (this.watched !== undefined && (this.abandoned as AbandonedCheck<object>)(this.watched)) {
+      void this.abort();
+      return;
+    }
+    if (Date.now() - this.startedAt >= this.options.maxExecutionMs) {
+      this.expire();
+      return;
+    }
+    const { store, leaseMs, onError, renewLease } = this.options;
+    if (!renewLease) return;
+    store.renew(this.ref, this.token, leaseMs).then(
+      (ok) => {
+        if (!ok) {
+          this.leaseLost = true;
+          this.stopRenewal();
+        }
+      },
+      (error: unknown) => onError(error),
+    );
+  }
+
+  private stopRenewal(): void {
+    this.keeper.delete(this);
+  }
+
+  /**
+   * Marks the execution ended and lets go of the watched response: the Express adapter keeps its
+   * state in a WeakMap keyed by the response, and a value pointing back at its key would keep every
+   * finished request alive through young-generation collections (docs/performance.md).
+   */
+  private end(): void {
+    this.finished = true;
+    this.fence.closedBecause ??= 'its request ended';
+    this.watched = undefined;
+    this.stopRenewal();
+  }
+
+  /**
+   * Ends the execution with the handler's answer: its status, headers (a fetch `Headers`, an
+   * entries list, or a Node-style record such as `res.getHeaders()`) and body bytes. The engine
+   * keeps what it replays (the allowlisted headers) and stores it. Returns undefined when that
+   * answer should be sent, or an error to send instead (in transactional mode, when nothing was
+   * committed). The stored form (`finish(storedResponse, threw)`) is accepted as well.
+   *
+   * `threw` tells that the response is the framework's answer to a thrown error: it is stored
+   * (Stripe keeps 500s) unless the mode is transactional, where the rollback means nothing happened.
+   */
+  finish(status: number, headers: ResponseHeaders, body: Uint8Array, threw?: boolean): Promise<IdempotencyHttpError | undefined>;
+  finish(response: StoredResponse, threw?: boolean): Promise<IdempotencyHttpError | undefined>;
+  finish(
+    statusOrResponse: number | StoredResponse,
+    headersOrThrew?: ResponseHeaders | boolean,
+    body?: Uint8Array,
+    threw = false,
+  ): Promise<IdempotencyHttpError | undefined> {
+    if (typeof statusOrResponse !== 'number') return this.store(statusOrResponse, headersOrThrew === true);
+    const headers = headersOrThrew as ResponseHeaders;
+    const allow = this.options.replayHeaders;
+    const stored = isIterable(headers)
+      ? toStoredResponse(statusOrResponse, headers, body!, allow)
+      : toStoredResponseFromRecord(statusOrResponse, headers, body!, allow);
+    return this.store(stored, threw);
+  }
+
+  private async store(response: StoredResponse, threw: boolean): Promise<IdempotencyHttpError | undefined> {
+    if (this.finished) return undefined;
+    this.end();
+    const { store, onError } = this.options;
+    const tx = this.transaction;
+    if (tx !== undefined && this.overtime) {
+      // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
+      await this.releaseQuietly();
+      return new ExecutionTimeoutHttpError(this.options.maxExecutionMs, 'nothing');
+    }
+    const failed = threw || (tx !== undefined && response.status >= 500);
+    if (this.suspended) {
+      if (tx) await tx.rollback().catch(onError);
+      await this.yieldLease();
+      return undefined;
+    }
+    if (this.discarded || (tx !== undefined && failed)) {
+      if (tx) await tx.rollback().catch(onError);
+      await this.releaseQuietly();
+      return undefined;
+    }
+    // Each store applies its own size limit (fitResponse) when it writes the record.
+    if (tx === undefined) {
+      // The effect has happened: whatever the store says now, the client gets the real answer.
+      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').catch(onError);
+      return undefined;
+    }
+    try {
+      if (this.leaseLost) throw new LeaseLostError();
+      await this.deadlines.bound(tx.complete(this.ref, this.token, response), 'complete');
+      // A commit that times out may still land: the 503 then means "unknown, retry with the same
+      // key", and the retry replays or, after the lease, takes over a record that never completed.
+      await this.deadlines.bound(tx.commit(), 'commit');
+      return undefined;
+    } catch (error) {
+      await this.deadlines.bound(tx.rollback(), 'rollback').catch(() => {});
+      onError(error);
+      if (error instanceof LeaseLostError) return new LeaseLostError(undefined, { cause: error });
+      await this.releaseQuietly();
+      return new StoreUnavailableError(undefined, { cause: error });
+    }
+  }
+
+  /** Ends the execution without a result (the handler was abandoned before producing one). */
+  async abort(): Promise<void> {
+    if (this.finished) return;
+    this.end();
+    if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
+    if (this.suspended) await this.yieldLease();
+    else await this.releaseQuietly();
+  }
+
+  /** A suspended request keeps its record and recovery points; the lease ends now, so a retry may resume. */
+  private async yieldLease(): Promise<void> {
+    await this.options.store.renew(this.ref, this.token, 0).catch(this.options.onError);
+  }
+
+  /**
+   * The handler ran past `maxExecutionMs`: renewal stops but the claim stays, so the lease runs out
+   * and a retry takes over with the last recovery point (releasing would let a retry run at once).
+   * In transactional mode the transaction is rolled back now and `ctx.tx` refuses every later call,
+   * so nothing the handler does afterwards can commit. The handler itself cannot be stopped: when
+   * it ends, `finish` still runs (outside transactional mode its completion is fenced by the token).
+   */
+  private expire(): void {
+    if (this.finished || this.overtime) return;
+    this.overtime = true;
+    this.stopRenewal();
+    const { maxExecutionMs, onError } = this.options;
+    const tx = this.transaction;
+    onError(new ExecutionTimeoutHttpError(maxExecutionMs, tx === undefined ? 'unknown' : 'nothing'));
+    if (tx === undefined) return;
+    this.fence.closedBecause = `its request ran past maxExecutionMs (${maxExecutionMs} ms) and was rolled back`;
+    void tx.rollback().catch(onError);
+  }
+
+  private async releaseQuietly(): Promise<void> {
+    try {
+      await this.options.store.release(this.ref, this.token);
+    } catch (error) {
+      // A stale token means another request owns the key now: nothing of ours is left to release.
+      if (!(error instanceof LeaseLostError)) this.options.onError(error);
+    }
+  }
+}
+
+function finishedWithoutUs(response: WatchedResponse): boolean {
+  return response.writableFinished;
+}
+
+function isIterable(headers: ResponseHeaders): headers is Iterable<readonly [string, string | number | readonly string[] | undefined]> {
+  return typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function';
+}
+
