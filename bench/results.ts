@@ -4,6 +4,7 @@
  */
 import type { LoadSample } from './harness.js';
 import type { RawResults } from './raw-store.js';
+import type { BenchOptions } from './options.js';
 import type { Framework, Impl, StoreKind, Workload } from './shared.js';
 
 export interface Subject {
@@ -43,14 +44,13 @@ export interface LatencyResult {
   readonly errors: number;
 }
 
-export interface BenchMeta {
+/** The run's settings as asked (BenchOptions), and where and when it ran. */
+export interface BenchMeta
+  extends Pick<BenchOptions, 'durationSec' | 'runs' | 'warmupSec' | 'latencyRuns' | 'raceConcurrency' | 'raceRounds' | 'raceDelayMs' | 'frameworks'> {
   readonly date: string;
   readonly node: string;
   readonly cpus: string;
   readonly commit: string;
-  readonly durationSec: number;
-  readonly runs: number;
-  readonly warmupSec: number;
   readonly connections: number;
   readonly memory: string;
   readonly command: string;
@@ -58,11 +58,6 @@ export interface BenchMeta {
   readonly estimatedSec: number;
   readonly loadAverage: string;
   readonly versions: Readonly<Record<string, string>>;
-  readonly raceConcurrency: number;
-  readonly raceRounds: number;
-  readonly raceDelayMs: number;
-  readonly latencyRuns: number;
-  readonly frameworks: readonly Framework[];
   readonly plans: readonly string[];
   readonly stores: readonly StoreKind[];
   readonly peers: readonly Impl[];

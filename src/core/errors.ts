@@ -27,6 +27,16 @@ export class IdemkitError extends Error {
   }
 }
 
+/**
+ * The base of the errors that carry only a message: the code is the subclass's static `code`, so
+ * such a class is its code and its doc comment.
+ */
+export abstract class CodedError extends IdemkitError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super((new.target as unknown as { readonly code: ErrorCode }).code, message, options);
+  }
+}
+
 /** An error that maps to an HTTP answer with a problem+json body. */
 export class IdempotencyHttpError extends IdemkitError {
   readonly status: number;
@@ -73,6 +83,14 @@ function problemFacts(code: HttpErrorCode): { code: HttpErrorCode; status: numbe
   return { code, status, slug, title };
 }
 
+/**
+ * The answer of a code whose detail the table fixes (the client learns nothing of the store), with
+ * a message of its own for logs, and `Retry-After: 1`.
+ */
+function fixedDetailAnswer(code: 'ERR_IDEMKIT_LEASE_LOST' | 'ERR_IDEMKIT_STORE_UNAVAILABLE', message: string, cause: unknown) {
+  return { ...problemFacts(code), detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': '1' }, cause };
+}
+
 /** The problem+json body a request is answered with for `error`, or undefined when it is not an HTTP answer. */
 export function problemFor(error: unknown): ProblemDetails | undefined {
   return error instanceof IdempotencyHttpError ? error.problem() : undefined;
@@ -90,13 +108,7 @@ export class InvalidOptionError extends IdemkitError {
 }
 
 /** The same route is protected twice (two middlewares, or the plugin registered twice): protect it once. */
-export class MountedTwiceError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_MOUNTED_TWICE' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(MountedTwiceError.code, message);
-  }
-}
+export class MountedTwiceError extends CodedError { static readonly code = 'ERR_IDEMKIT_MOUNTED_TWICE' satisfies ErrorCode; }
 
 /**
  * 409 (lease-lost): the owner token is no longer current; the lease ran out and another request
@@ -106,13 +118,7 @@ export class LeaseLostError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_LEASE_LOST' satisfies ErrorCode;
 
   constructor(message = 'The idempotency record is no longer owned by this request (lease lost or record replaced)', options?: { cause?: unknown }) {
-    super({
-      ...problemFacts(LeaseLostError.code),
-      detail: ERROR_CODES[LeaseLostError.code].http.detail,
-      message,
-      headers: { 'retry-after': '1' },
-      cause: options?.cause,
-    });
+    super(fixedDetailAnswer(LeaseLostError.code, message, options?.cause));
   }
 }
 
@@ -125,13 +131,7 @@ export class StoreUnavailableError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_STORE_UNAVAILABLE' satisfies ErrorCode;
 
   constructor(message: string = ERROR_CODES[StoreUnavailableError.code].http.detail, options?: { cause?: unknown }) {
-    super({
-      ...problemFacts(StoreUnavailableError.code),
-      detail: ERROR_CODES[StoreUnavailableError.code].http.detail,
-      message,
-      headers: { 'retry-after': '1' },
-      cause: options?.cause,
-    });
+    super(fixedDetailAnswer(StoreUnavailableError.code, message, options?.cause));
   }
 }
 
@@ -191,65 +191,29 @@ export class InvalidRecordRefError extends IdemkitError {
 }
 
 /** A write was attempted through a store transaction that had already committed or rolled back. */
-export class TransactionEndedError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_TRANSACTION_ENDED' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(TransactionEndedError.code, message);
-  }
-}
+export class TransactionEndedError extends CodedError { static readonly code = 'ERR_IDEMKIT_TRANSACTION_ENDED' satisfies ErrorCode; }
 
 /**
  * A phase transaction (`ctx.beginTransaction()`, or phases' `run()`) was asked for in whole-request
  * transactional mode: that mode commits the request once, a phase commits on its own.
  */
-export class TransactionalModeError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_TRANSACTIONAL_MODE' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(TransactionalModeError.code, message);
-  }
-}
+export class TransactionalModeError extends CodedError { static readonly code = 'ERR_IDEMKIT_TRANSACTIONAL_MODE' satisfies ErrorCode; }
 
 /** `ctx.beginTransaction()` on a store without transactions (Redis, memory). */
-export class NotTransactionalError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_NOT_TRANSACTIONAL' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(NotTransactionalError.code, message);
-  }
-}
+export class NotTransactionalError extends CodedError { static readonly code = 'ERR_IDEMKIT_NOT_TRANSACTIONAL' satisfies ErrorCode; }
 
 /** The request's context was used after its request had ended. */
-export class ExecutionEndedError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_EXECUTION_ENDED' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(ExecutionEndedError.code, message);
-  }
-}
+export class ExecutionEndedError extends CodedError { static readonly code = 'ERR_IDEMKIT_EXECUTION_ENDED' satisfies ErrorCode; }
 
 /**
  * Express: the request body was read before the idempotency middleware ran and not kept (neither
  * `req.rawBody` nor `req.body`), so there is nothing to fingerprint. Mount the middleware first,
  * or keep the bytes.
  */
-export class BodyNotKeptError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_BODY_NOT_KEPT' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(BodyNotKeptError.code, message);
-  }
-}
+export class BodyNotKeptError extends CodedError { static readonly code = 'ERR_IDEMKIT_BODY_NOT_KEPT' satisfies ErrorCode; }
 
 /** Express: the client went away before its request body was read; nothing was claimed or run. */
-export class RequestAbortedError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_REQUEST_ABORTED' satisfies ErrorCode;
-
-  constructor(message: string) {
-    super(RequestAbortedError.code, message);
-  }
-}
+export class RequestAbortedError extends CodedError { static readonly code = 'ERR_IDEMKIT_REQUEST_ABORTED' satisfies ErrorCode; }
 
 /** 400: the key header is absent on a route that requires one. */
 export class MissingKeyError extends IdempotencyHttpError {

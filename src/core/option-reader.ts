@@ -182,6 +182,18 @@ export class OptionReader<O extends object> {
     return value as Read<R, Exclude<O[K], undefined>>;
   }
 
+  /**
+   * The driver object the user passes (a pool, a client, a database), recognised by the methods
+   * idemkit calls on it; the error says what was expected and which method is missing.
+   */
+  driver<K extends keyof O & string>(key: K, methods: readonly string[], expected: string): Exclude<O[K], undefined> {
+    const value = this.value(key) as unknown;
+    if (value === undefined || value === null || (typeof value !== 'object' && typeof value !== 'function')) this.fail(key, `expected ${expected}`);
+    const missing = methods.find((method) => typeof (value as Record<string, unknown>)[method] !== 'function');
+    if (missing !== undefined) this.fail(key, `expected ${expected} (this one has no \`${missing}()\` method)`);
+    return value as Exclude<O[K], undefined>;
+  }
+
   /** A list of HTTP method names (tokens), upper-cased. */
   methods<K extends keyof O & string>(key: K, fallback: readonly string[]): ReadonlySet<string> {
     const value = this.value(key) ?? fallback;

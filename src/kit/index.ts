@@ -6,16 +6,8 @@
 
 // ─── Adapters: the engine, and what it decides per request ────────────────────────────────────
 export { IdempotencyEngine, Execution } from '../core/engine.js';
-export type {
-  AbandonedCheck,
-  Admission,
-  Decision,
-  FencedTransaction,
-  IdempotencyContext,
-  RequestBody,
-  RequestFacts,
-  RequestReader,
-} from '../core/engine.js';
+// Every type of the engine: Decision, RequestReader, RequestBody, IdempotencyContext, FencedTransaction, …
+export type * from '../core/engine.js';
 export type { ResponseHeaders } from '../core/response.js';
 export { resolveOptions, DEFAULT_REPLAY_HEADERS } from '../core/options.js';
 export type { IdempotencyOptions, ResolvedOptions } from '../core/options.js';
@@ -39,19 +31,8 @@ export type { ProblemDetails } from '../core/errors.js';
 
 // ─── Stores: the contract a store implements ──────────────────────────────────────────────────
 export { canListAbandoned, fitResponse, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from '../core/store.js';
-export type {
-  AbandonedRecords,
-  Claim,
-  ClaimOptions,
-  Clock,
-  IdempotencyRecord,
-  IdempotencyStore,
-  RecordRef,
-  RecordState,
-  StoredResponse,
-  StoreTransaction,
-  TransactionalStore,
-} from '../core/store.js';
+// Every type of the store contract: AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, …
+export type * from '../core/store.js';
 export { newOwnerToken } from '../core/token.js';
 export { checkRecordRef, MAX_TIMER_MS } from '../core/validate.js';
 

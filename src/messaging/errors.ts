@@ -1,4 +1,4 @@
-import { IdemkitError } from '../core/errors.js';
+import { CodedError, IdemkitError } from '../core/errors.js';
 import type { ErrorCode } from '../core/errors.js';
 
 /**
@@ -14,25 +14,13 @@ export class MissingMessageIdError extends IdemkitError {
 }
 
 /** A message id or consumer name is present but unusable (empty, too long, not a string). */
-export class InvalidMessageIdError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_MESSAGE_ID_INVALID' satisfies ErrorCode;
-
-  constructor(detail: string) {
-    super(InvalidMessageIdError.code, detail);
-  }
-}
+export class InvalidMessageIdError extends CodedError { static readonly code = 'ERR_IDEMKIT_MESSAGE_ID_INVALID' satisfies ErrorCode; }
 
 /**
  * consumeOnce found a record in its reserved namespace that it did not write (another fingerprint):
  * something else writes records under idemkit's reserved scopes.
  */
-export class MessageScopeClashError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_MESSAGE_SCOPE_CLASH' satisfies ErrorCode;
-
-  constructor(detail: string) {
-    super(MessageScopeClashError.code, detail);
-  }
-}
+export class MessageScopeClashError extends CodedError { static readonly code = 'ERR_IDEMKIT_MESSAGE_SCOPE_CLASH' satisfies ErrorCode; }
 
 export type WebhookFailure = 'missing-headers' | 'bad-timestamp' | 'stale-timestamp' | 'bad-signature';
 
@@ -48,10 +36,4 @@ export class WebhookVerificationError extends IdemkitError {
 }
 
 /** The framework handed the webhook adapter a parsed body instead of the raw bytes the signature covers. */
-export class WebhookRawBodyError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_WEBHOOK_RAW_BODY' satisfies ErrorCode;
-
-  constructor(detail: string) {
-    super(WebhookRawBodyError.code, detail);
-  }
-}
+export class WebhookRawBodyError extends CodedError { static readonly code = 'ERR_IDEMKIT_WEBHOOK_RAW_BODY' satisfies ErrorCode; }

@@ -1,4 +1,4 @@
-import { CorruptRecordError, InvalidOptionError, InvalidRecordRefError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -62,12 +62,8 @@ const MAX_PACKET = 1024 * 1024 * 1024;
  * are decided on the server's clock. A replay costs one read; a new key a read and an insert.
  */
 export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): MysqlStore<ConnectionOf<P>> {
-  const pool = options?.pool;
-  if (!pool || typeof pool.getConnection !== 'function') {
-    throw new InvalidOptionError('pool', 'expected a mysql2/promise Pool (createPool)');
-  }
   const opts = optionReader('mysqlStore()', options);
-  opts.accept('pool');
+  const pool = opts.driver('pool', ['getConnection'], 'a mysql2/promise Pool (createPool)');
   const table = opts.value('table') ?? 'idempotency_records';
   checkTable(table);
   const maxResponseBytes = opts.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });

@@ -1,4 +1,4 @@
-import { CorruptRecordError, InvalidOptionError, TransactionEndedError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -83,12 +83,8 @@ const MAX_RESPONSE_BYTES = 512 * 1024 * 1024;
  */
 export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreOptions<Pool>): PostgresStore<PoolClientOf<Pool>> {
   type Client = PoolClientOf<Pool>;
-  const pool = options?.pool;
-  if (!pool || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
-    throw new InvalidOptionError('pool', 'expected a node-postgres Pool (with query and connect)');
-  }
   const read = optionReader('postgresStore()', options);
-  read.accept('pool');
+  const pool = read.driver('pool', ['query', 'connect'], 'a node-postgres Pool (with query and connect)');
   const names = resolveNames({ schema: read.value('schema'), table: read.value('table') });
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   // A bytea value and a protocol message are limited to 1 GB: a larger limit could never be honoured.

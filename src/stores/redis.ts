@@ -100,12 +100,8 @@ export function redisRecordKey(prefix: string, ref: RecordRef): string {
  * means and how to pair it with a data-layer guard.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
-  const client = options?.client;
-  if (!client || typeof client.callBuffer !== 'function') {
-    throw new InvalidOptionError('client', 'expected an ioredis Redis or Cluster client');
-  }
   const read = optionReader('redisStore()', options);
-  read.accept('client');
+  const client = read.driver('client', ['callBuffer'], 'an ioredis Redis or Cluster client');
   const prefix = read.value('prefix') ?? 'idemkit';
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
     read.fail('prefix', `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`);

@@ -1,4 +1,4 @@
-import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { LeaseLostError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -76,10 +76,8 @@ const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'comp
  * has one connection and a statement run mid-transaction would join it.
  */
 export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptions<DB>): SqliteStore<DB> {
-  const db = options?.database;
-  if (!db || typeof db.prepare !== 'function') throw new InvalidOptionError('database', 'expected a better-sqlite3 Database');
   const read = optionReader('sqliteStore()', options);
-  read.accept('database');
+  const db = read.driver('database', ['prepare'], 'a better-sqlite3 Database');
   const table = read.value('table') ?? 'idempotency_records';
   if (!IDENTIFIER.test(table)) read.fail('table', 'expected a plain SQL identifier');
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
