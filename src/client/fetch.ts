@@ -68,9 +68,14 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
     if (!retryable || !request.repeatable || attempt > o.retries) return settle(outcome, info, o);
 
     const retryAfter = response ? parseRetryAfter(response.headers.get('retry-after')) : undefined;
-    // Retrying before the server's Retry-After would disobey it and most likely fail again.
-    if (retryAfter !== undefined && retryAfter > o.maxRetryAfter) return settle(outcome, info, o);
-    const delay = Math.max(retryAfter ?? 0, backoffDelay(attempt, o));
+    // A 409's Retry-After guesses how long the original still runs (some servers send their whole
+    // lease): an earlier retry only meets another 409 or the replay, so its wait is capped.
+    const conflict = response?.status === 409;
+    const notBefore = conflict && retryAfter !== undefined ? Math.min(retryAfter, o.maxConflictWait) : retryAfter;
+    // Retrying before any other Retry-After would disobey the server and most likely fail again.
+    if (notBefore !== undefined && notBefore > o.maxRetryAfter) return settle(outcome, info, o);
+    const pause = Math.max(notBefore ?? 0, backoffDelay(attempt, o));
+    const delay = conflict ? Math.min(pause, o.maxConflictWait) : pause;
     if (performance.now() + delay - started > o.maxRetryTime) return settle(outcome, info, o);
     if (o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
     const context: RetryContext = {

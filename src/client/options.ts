@@ -74,6 +74,18 @@ export interface IdempotentFetchOptions {
    */
   readonly maxRetryAfter?: number;
   /**
+   * Longest pause before retrying a 409, whatever its `Retry-After` says. A 409 to a request with
+   * a key means "the first request with this key is still running" (idemkit, Stripe, the IETF
+   * Idempotency-Key draft): its `Retry-After` is a guess at how long that takes, and some servers
+   * send their whole lease (idemkit did before `retryAfterMs`: 30 s). Retrying sooner is
+   * harmless: the server answers another 409, or the replay. So a 409 is retried after
+   * `min(max(Retry-After, backoff), maxConflictWait)`, never settled for a long `Retry-After`;
+   * `retries`, `maxRetryTime` and the budget still bound how often. `Infinity` treats a 409's
+   * `Retry-After` like any other (up to `maxRetryAfter`).
+   * @default 2_000
+   */
+  readonly maxConflictWait?: number;
+  /**
    * The retry budget: a `RetryBudget` to share with other clients of the same dependency, options
    * for this client's own budget, or `false` for none (only when something else bounds retries).
    * @default { ratio: 0.1, capacity: 10 } (a budget per client)
@@ -169,6 +181,7 @@ export function resolveClientOptions(options: IdempotentFetchOptions): ResolvedC
     maxRetryTime: read.duration('maxRetryTime', { default: 60_000, infinity: true }),
     attemptTimeout: read.duration('attemptTimeout', { default: 30_000, min: 1, infinity: true }),
     maxRetryAfter: read.duration('maxRetryAfter', { default: 60_000, infinity: true }),
+    maxConflictWait: read.duration('maxConflictWait', { default: 2_000, infinity: true }),
     budget: budgetOption(read.value('retryBudget')),
     onRetry: read.function('onRetry'),
     throwOnError: read.boolean('throwOnError', { default: false }),

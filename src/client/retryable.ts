@@ -3,7 +3,7 @@ import { AttemptTimeoutError } from './errors.js';
 /**
  * Statuses retried with the same key:
  * - 409: with idemkit (and Stripe) the first request with this key is still running; the retry
- *   gets its result once it finishes;
+ *   gets its result once it finishes (its pause is capped by `maxConflictWait`);
  * - 429, 503: the server asked us to come back (usually with Retry-After);
  * - 500: the outcome is unknown, so keep the key: a server that recorded the attempt replays it,
  *   one that did not runs it once;

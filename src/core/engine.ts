@@ -237,8 +237,12 @@ export class IdempotencyEngine<Req = unknown> {
         case 'in_flight': {
           const remaining = deadline - Date.now();
           if (options.inFlight === 'conflict' || remaining <= 0) {
-            return { kind: 'reject', error: new KeyInFlightError(claim.retryAfterMs) };
+            // The hint is how long the original likely takes (`retryAfterMs`), bounded by what is
+            // left of its lease: after that a retry takes over anyway.
+            return { kind: 'reject', error: new KeyInFlightError(Math.min(options.retryAfterMs, claim.retryAfterMs)) };
           }
+          // Waiters poll far more often than the hint: a short handler's result is replayed soon
+          // after it lands, and the lease's end (a takeover) is never overslept.
           await delay(Math.min(pollMs, remaining, Math.max(claim.retryAfterMs, 1)));
           pollMs = Math.min(pollMs * 2, WAIT_POLL_MAX_MS);
         }

@@ -71,10 +71,18 @@ export interface IdempotencyOptions<Req = unknown> {
   readonly maxBodyBytes?: number;
   /**
    * What a request gets while the first one with its key is still running: `'conflict'` answers
-   * 409 with Retry-After; `'wait'` waits up to `waitTimeoutMs` and replays the result.
+   * 409 with Retry-After (see `retryAfterMs`); `'wait'` waits up to `waitTimeoutMs` and replays the result.
    * @default 'conflict'
    */
   readonly inFlight?: 'conflict' | 'wait';
+  /**
+   * The `Retry-After` a 409 suggests, in ms: how long the original request likely still takes,
+   * not how long its lease lasts (a duplicate of a 50 ms request should not be told to come back
+   * in 30 s). Never more than what is left of the original's lease, and sent in whole seconds, at
+   * least 1 (RFC 9110 §10.2.3). Set it near your handlers' usual duration when they take longer.
+   * @default 1_000
+   */
+  readonly retryAfterMs?: number;
   /**
    * How long `inFlight: 'wait'` waits before answering 409, in ms.
    * @default 10_000
@@ -189,6 +197,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
     maxExecutionMs: read.duration('maxExecutionMs', { default: Infinity, min: 1, infinity: true }),
     maxBodyBytes: read.integer('maxBodyBytes', { default: 1024 * 1024, min: 1 }),
     inFlight,
+    retryAfterMs: read.duration('retryAfterMs', { default: 1_000, min: 1 }),
     waitTimeoutMs: read.duration('waitTimeoutMs', { default: 10_000, min: 1 }),
     replayHeaders,
     transactional,

@@ -16,7 +16,7 @@ describe('createIdempotentFetch options', () => {
     expect(typeof createIdempotentFetch()).toBe('function');
     const client = createIdempotentFetch({
       retries: 0, factor: 1, minTimeout: 0, maxTimeout: Infinity, randomize: false, maxRetryTime: Infinity,
-      attemptTimeout: Infinity, maxRetryAfter: 0, retryBudget: false, onRetry: () => {}, throwOnError: true,
+      attemptTimeout: Infinity, maxRetryAfter: 0, maxConflictWait: 0, retryBudget: false, onRetry: () => {}, throwOnError: true,
       methods: [], header: 'X-Key', maxBodyBytes: 0, fetch,
     });
     // The client has fetch's signature.
@@ -45,6 +45,8 @@ describe('createIdempotentFetch options', () => {
     [{ attemptTimeout: 0 }, 'attemptTimeout'],
     [{ attemptTimeout: 3e9 }, 'attemptTimeout'],
     [{ maxRetryAfter: -1 }, 'maxRetryAfter'],
+    [{ maxConflictWait: -1 }, 'maxConflictWait'],
+    [{ maxConflictWait: '2s' }, 'maxConflictWait'],
     [{ retryBudget: true }, 'retryBudget'],
     [{ retryBudget: 0.1 }, 'retryBudget'],
     [{ retryBudget: { ratio: 10 } }, 'retryBudget.ratio'],

@@ -1,4 +1,4 @@
-/** Retry-After is obeyed ("not before"), in both forms, and capped by maxRetryAfter. */
+/** Retry-After is obeyed ("not before"), in both forms, and capped by maxRetryAfter; a 409's wait is capped by maxConflictWait. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpStatusError, createIdempotentFetch } from '../../src/client/index.js';
 import type { ScriptedServer } from './servers.js';
@@ -69,5 +69,82 @@ describe('Retry-After', () => {
     const response = await createIdempotentFetch({ ...fast, onRetry: (c) => void delays.push(c.delay) })(server.url, post);
     expect(response.status).toBe(200);
     expect(delays[0]).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("a 409's Retry-After is capped by maxConflictWait", () => {
+  /** An idemkit 409 (before `retryAfterMs`, idemkit sent its whole 30 s lease). */
+  const inFlight = (retryAfter: string) => ({
+    status: 409,
+    headers: { 'content-type': 'application/problem+json', 'retry-after': retryAfter },
+    body: JSON.stringify({ type: 'https://idemkit.dev/problems/request-in-progress', status: 409, code: 'ERR_IDEMKIT_KEY_IN_FLIGHT' }),
+  });
+  /** Stops the call before its pause: what `onRetry` was told is what the client would wait. */
+  const stop = new Error('stop before the pause');
+
+  it('waits 2 s by default, not the 30 s the server asked', async () => {
+    server = await scriptedServer(() => inFlight('30'));
+    const contexts: { delay: number; retryAfter?: number }[] = [];
+    const error = await createIdempotentFetch({ ...fast, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) })(server.url, post).catch((e: unknown) => e);
+    expect(error).toBe(stop);
+    expect(contexts).toMatchObject([{ delay: 2_000, retryAfter: 30_000 }]);
+  });
+
+  it('waits at most `maxConflictWait`, then gets the replay', async () => {
+    server = await scriptedServer((n) => (n === 0 ? inFlight('30') : { status: 201, headers: { 'idempotent-replayed': 'true' } }));
+    const delays: number[] = [];
+    const response = await createIdempotentFetch({ ...fast, maxConflictWait: 20, onRetry: (c) => void delays.push(c.delay) })(server.url, post);
+    expect(response.status).toBe(201);
+    expect(response.idempotency).toMatchObject({ attempts: 2, replayed: true });
+    expect(delays).toEqual([20]);
+  });
+
+  it('keeps a shorter Retry-After, and its own backoff when that is longer (both within the cap)', async () => {
+    server = await scriptedServer(() => inFlight('1'));
+    const contexts: { delay: number }[] = [];
+    const client = createIdempotentFetch({ ...fast, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
+    await client(server.url, post).catch(() => {});
+    const slow = createIdempotentFetch({ minTimeout: 1_500, randomize: false, retryBudget: false, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
+    await slow(server.url, post).catch(() => {});
+    const capped = createIdempotentFetch({ minTimeout: 5_000, randomize: false, retryBudget: false, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
+    await capped(server.url, post).catch(() => {});
+    expect(contexts.map((c) => c.delay)).toEqual([1_000, 1_500, 2_000]);
+  });
+
+  it('a 409 asking for longer than maxRetryAfter is retried after the cap, not settled', async () => {
+    server = await scriptedServer(() => inFlight('3600'));
+    const contexts: { delay: number }[] = [];
+    const error = await createIdempotentFetch({ ...fast, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) })(server.url, post).catch((e: unknown) => e);
+    expect(error).toBe(stop);
+    expect(contexts.map((c) => c.delay)).toEqual([2_000]);
+  });
+
+  it('retries and the time limit still bound it: no retry past maxRetryTime', async () => {
+    server = await scriptedServer(() => inFlight('30'));
+    const response = await createIdempotentFetch({ ...fast, maxRetryTime: 1_000 })(server.url, post);
+    expect(response.status).toBe(409);
+    expect(response.idempotency.attempts).toBe(1);
+  });
+
+  it('with maxConflictWait: Infinity a 409 is treated like any other Retry-After', async () => {
+    server = await scriptedServer(() => inFlight('30'));
+    const contexts: { delay: number }[] = [];
+    const error = await createIdempotentFetch({ ...fast, maxConflictWait: Infinity, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) })(server.url, post).catch((e: unknown) => e);
+    expect(error).toBe(stop);
+    expect(contexts.map((c) => c.delay)).toEqual([30_000]);
+  });
+
+  it('429 and 503 keep their Retry-After in full', async () => {
+    const contexts: { delay: number; status?: number }[] = [];
+    for (const status of [429, 503]) {
+      server = await scriptedServer(() => ({ status, headers: { 'retry-after': '30' } }));
+      await createIdempotentFetch({ ...fast, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) })(server.url, post).catch(() => {});
+      await server.close();
+      server = undefined;
+    }
+    expect(contexts.map((c) => [c.status, c.delay])).toEqual([
+      [429, 30_000],
+      [503, 30_000],
+    ]);
   });
 });

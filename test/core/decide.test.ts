@@ -136,3 +136,38 @@ describe('engine.decide answers every request with one result', () => {
     store.close();
   });
 });
+
+describe("a 409's Retry-After is the retry hint, not the lease", () => {
+  /** Claims `k` and leaves it running, then answers what a duplicate gets. */
+  async function duplicate(options: Partial<ConstructorParameters<typeof IdempotencyEngine<FakeRequest>>[0]> = {}) {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine<FakeRequest>({ store, ...options });
+    const first = await engine.decide(post('k'), reader);
+    expect(first.kind).toBe('execute');
+    const second = await engine.decide(post('k'), reader);
+    if (first.kind === 'execute') await first.execution.finish(201, {}, Buffer.from('{}'));
+    store.close();
+    if (second.kind !== 'reject') throw new Error(`expected reject, got ${second.kind}`);
+    expect([second.error.status, second.error.code]).toEqual([409, 'ERR_IDEMKIT_KEY_IN_FLIGHT']);
+    return second.error.headers['retry-after'];
+  }
+
+  it('answers 1 s by default, with the default 30 s lease', async () => {
+    expect(await duplicate()).toBe('1');
+  });
+
+  it('follows `retryAfterMs`, in whole seconds rounded up', async () => {
+    expect(await duplicate({ retryAfterMs: 5_000 })).toBe('5');
+    expect(await duplicate({ retryAfterMs: 2_500 })).toBe('3');
+    // Never 0 (RFC 9110 delay-seconds; 0 would invite a busy loop).
+    expect(await duplicate({ retryAfterMs: 1 })).toBe('1');
+  });
+
+  it('is never more than what is left of the lease', async () => {
+    expect(Number(await duplicate({ leaseMs: 2_000, retryAfterMs: 10_000 }))).toBeLessThanOrEqual(2);
+  });
+
+  it("is the hint too when `inFlight: 'wait'` gives up", async () => {
+    expect(await duplicate({ inFlight: 'wait', waitTimeoutMs: 1 })).toBe('1');
+  });
+});

@@ -19,7 +19,7 @@ describe('resolveOptions', () => {
   it('fills in safe defaults', () => {
     const o = resolveOptions({ store });
     expect([...o.methods]).toEqual(['POST', 'PATCH']);
-    expect(o).toMatchObject({ required: true, leaseMs: 30_000, windowMs: 86_400_000, inFlight: 'conflict', failOpen: false, transactional: false });
+    expect(o).toMatchObject({ required: true, leaseMs: 30_000, windowMs: 86_400_000, inFlight: 'conflict', retryAfterMs: 1_000, failOpen: false, transactional: false });
     expect(o.replayHeaders.has('set-cookie')).toBe(false);
     expect(o.replayHeaders.has('location')).toBe(true);
   });
@@ -38,6 +38,9 @@ describe('resolveOptions', () => {
     [{ store, inFlight: 'queue' }, 'inFlight'],
     [{ store, maxBodyBytes: 0 }, 'maxBodyBytes'],
     [{ store, waitTimeoutMs: 'soon' }, 'waitTimeoutMs'],
+    [{ store, retryAfterMs: 0 }, 'retryAfterMs'],
+    [{ store, retryAfterMs: 2 ** 31 }, 'retryAfterMs'],
+    [{ store, retryAfterMs: '1s' }, 'retryAfterMs'],
     [{ store, replayHeaders: ['Set-Cookie'] }, 'replayHeaders'],
     [{ store, transactional: true }, 'transactional'],
     [{ store, required: 'yes' }, 'required'],
