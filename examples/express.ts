@@ -1,7 +1,7 @@
 // npm run example:express — Express with the idemkit middleware.
 import { randomUUID } from 'node:crypto';
 import express from 'express';
-import { idempotency } from 'idemkit/express';
+import { idempotency, problemErrorHandler } from 'idemkit/express';
 import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 
 const app = express();
@@ -25,6 +25,9 @@ app.post(
     res.status(201).json({ id: randomUUID(), ...req.body });
   },
 );
+// Last: a malformed JSON body (400), a body over the parser's limit (413) or a thrown error (500,
+// logged) answer problem+json, never Express's HTML page with a stack trace.
+app.use(problemErrorHandler());
 
 const server = app.listen(port, '127.0.0.1', () => {
   const address = server.address();

@@ -95,7 +95,12 @@ describe.each(examples.flatMap((name) => ['sqlite', ...Object.keys(storeUrls)].m
 
   it('does not store a rejected body: the key is reusable after a 400', async () => {
     const key = randomUUID();
-    expect((await post(url, key, 'not json')).status).toBe(400);
+    const rejected = await post(url, key, 'not json');
+    expect(rejected.status).toBe(400);
+    // JSON, never an HTML error page or a stack trace (Express's default error handler sends both).
+    const text = await rejected.text();
+    expect(rejected.headers.get('content-type')).toMatch(name === 'express' ? /^application\/problem\+json$/ : /json/);
+    expect(text).not.toMatch(/<html|<pre|\bat [\w.<>]+ \(|node_modules/i);
     expect((await post(url, key, { amount: 3 })).status).toBe(201);
   });
 });

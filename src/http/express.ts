@@ -9,6 +9,8 @@ import { attach, captureResponse, isCaptured } from './express-capture.js';
 import { headerValues } from './node-headers.js';
 import { sendProblem, sendReplay } from './node-response.js';
 
+export { problemErrorHandler } from './express-problem.js';
+export type { ProblemErrorHandlerOptions } from './express-problem.js';
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
 

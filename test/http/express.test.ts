@@ -4,7 +4,8 @@ import { Readable } from 'node:stream';
 import express from 'express';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
-import { idempotency } from '../../src/http/express.js';
+import { idempotency, problemErrorHandler } from '../../src/http/express.js';
+import { InvalidOptionError } from '../../src/core/errors.js';
 import type { MemoryStore } from '../../src/stores/memory.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { createExpress4App, createExpressApp, express4 } from './apps/express-app.js';
@@ -645,6 +646,149 @@ describe.each([
     await until(async () => (await leaseOf(given)) < Date.now(), 'the lease to run out');
     expect((await store.get({ scope: 'Bearer tenant', key: given }))?.state).toBe('in_flight');
     expect(executions).toBe(2);
+  });
+});
+
+describe.each([
+  ['express 5', express],
+  ['express 4', express4],
+])('problemErrorHandler (%s): errors answer problem+json, never a stack', (_name, lib) => {
+  let store: MemoryStore;
+  let executions = 0;
+  const reported: unknown[] = [];
+  const apps: TestApp[] = [];
+
+  /** The README's quickstart, with problemErrorHandler() mounted last. */
+  async function quickstart(extra: (app: express.Express) => void = () => {}): Promise<TestApp> {
+    const app = lib();
+    app.use((req, _res, next) => {
+      (req as express.Request & { tenant?: string }).tenant = req.get('authorization') ?? '';
+      next();
+    });
+    const protect = idempotency({ store, scope: (req) => (req as express.Request & { tenant?: string }).tenant ?? '' });
+    app.post('/charges', protect, lib.json(), (req, res) => {
+      executions++;
+      res.status(201).json({ id: randomUUID(), ...(req.body as object) });
+    });
+    extra(app);
+    app.use(problemErrorHandler({ onError: (error) => reported.push(error) }));
+    const served = await listenServer(createServer(app));
+    apps.push(served);
+    return served;
+  }
+
+  /** A problem+json answer without anything of a stack trace or an HTML page in it. */
+  function expectCleanProblem(answer: Answer, status: number) {
+    expect(answer.status).toBe(status);
+    expect(answer.headers.get('content-type')).toBe('application/problem+json');
+    expect(answer.text).not.toMatch(/<|\bat \/|\bat [\w.]+ \(|node_modules|SyntaxError|Error:/);
+    return JSON.parse(answer.text) as Record<string, unknown>;
+  }
+
+  beforeAll(() => {
+    store = memoryStore();
+  });
+  afterEach(() => {
+    executions = 0;
+    reported.length = 0;
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    store.close();
+  });
+
+  it('a malformed JSON body with a key: 400 problem+json, nothing claimed, the key still usable', async () => {
+    const app = await quickstart();
+    const key = randomUUID();
+    const bad = await post(app, '/charges', { key, body: '{"amount": 12', type: 'application/json' });
+    expect(expectCleanProblem(bad, 400)).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request body could not be parsed as its Content-Type says.',
+    });
+    expect(await store.get({ scope: 'Bearer tenant', key })).toBeUndefined();
+    const good = await post(app, '/charges', { key, ...json({ amount: 12 }) });
+    expect(good.status).toBe(201);
+    expect(executions).toBe(1);
+    expect(reported).toEqual([]);
+  });
+
+  it("the body parsers' own errors: malformed JSON and a body over their limit, before the middleware", async () => {
+    const app = await quickstart((a) => {
+      a.post('/parsed-first', lib.json({ limit: 16 }), idempotency({ store }), (_req, res) => void res.status(201).json({}));
+    });
+    const bad = await post(app, '/parsed-first', { key: randomUUID(), body: 'not json', type: 'application/json' });
+    expect(expectCleanProblem(bad, 400)).toMatchObject({ type: 'about:blank', status: 400 });
+    const large = await post(app, '/parsed-first', { key: randomUUID(), ...json({ note: 'x'.repeat(64) }) });
+    expect(expectCleanProblem(large, 413)).toEqual({
+      type: 'about:blank',
+      title: 'Payload Too Large',
+      status: 413,
+      detail: 'The request body is larger than this endpoint accepts.',
+    });
+    expect(reported).toEqual([]);
+  });
+
+  it("idemkit's own problems keep their type and headers", async () => {
+    const app = await quickstart();
+    const missing = await post(app, '/charges', json({ amount: 1 }));
+    expect(expectCleanProblem(missing, 400)).toMatchObject({ type: 'https://idemkit.dev/problems/missing-key', status: 400 });
+  });
+
+  it('a body refused after the claim gives the key back: nothing ran, and a corrected retry runs', async () => {
+    let refuse = true;
+    const app = await quickstart((a) => {
+      a.post(
+        '/late-parser',
+        idempotency({ store }),
+        (_req, _res, next) => {
+          if (!refuse) return next();
+          // What a parser mounted after the middleware reports (body-parser's shape).
+          next(Object.assign(new SyntaxError('Unexpected end of JSON input'), { status: 400, statusCode: 400, expose: true, type: 'entity.parse.failed' }));
+        },
+        (_req, res) => {
+          executions++;
+          res.status(201).json({ ok: true });
+        },
+      );
+    });
+    const key = randomUUID();
+    const refused = await post(app, '/late-parser', { key, ...json({ a: 1 }) });
+    expectCleanProblem(refused, 400);
+    refuse = false;
+    const retried = await post(app, '/late-parser', { key, ...json({ a: 1 }) });
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(executions).toBe(1);
+  });
+
+  it('any other error: a generic 500 without its message, told to onError; a thrown handler is stored as that 500', async () => {
+    const app = await quickstart((a) => {
+      a.post('/throw', idempotency({ store }), () => {
+        executions++;
+        throw new Error('secret connection string in this message');
+      });
+      a.post('/expose', () => {
+        throw Object.assign(new Error('no such account'), { status: 404, expose: true });
+      });
+    });
+    const key = randomUUID();
+    const first = await post(app, '/throw', { key, ...json({}) });
+    expect(expectCleanProblem(first, 500)).toEqual({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
+    expect(first.text).not.toContain('secret');
+    expect(reported).toHaveLength(1);
+    expect((reported[0] as Error).message).toContain('secret');
+    const again = await post(app, '/throw', { key, ...json({}) });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(executions).toBe(1);
+    // An http-errors style 4xx marked `expose` keeps its message.
+    expect(expectCleanProblem(await post(app, '/expose'), 404)).toEqual({ type: 'about:blank', title: 'Not Found', status: 404, detail: 'no such account' });
+  });
+
+  it('refuses an unknown option', () => {
+    expect(() => problemErrorHandler({ onErorr: () => {} } as never)).toThrow(InvalidOptionError);
   });
 });
 
