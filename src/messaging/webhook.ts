@@ -43,6 +43,11 @@ export interface WebhookOptions extends VerifyOptions {
   readonly table?: string;
   readonly retentionMs?: number;
   readonly leaseMs?: number;
+  /**
+   * The 409 answered while another delivery of the event is being processed says to retry after
+   * this long (never more than what is left of that delivery's lease). @default 1_000
+   */
+  readonly retryAfterMs?: number;
   /** Sees verification failures and handler errors (for logs). */
   readonly onError?: (error: unknown) => void;
 }
@@ -75,6 +80,7 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
   const db = options.db === undefined ? undefined : executorOption(options.db);
   if (options.store !== undefined && typeof options.store?.claim !== 'function') read.fail('store', 'expected an IdempotencyStore');
   read.duration('leaseMs', { default: 60_000, min: 1 });
+  const retryAfterMs = read.duration('retryAfterMs', { default: 1_000, min: 1 });
   const table = tableOption(read.value('table'));
   read.done();
   const report = (error: unknown) => {
@@ -117,7 +123,7 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
           return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: verified.id, status: result.status }) };
         case 'in_flight':
           return problem(409, 'webhook-in-progress', 'Webhook in progress', 'This event is being processed by another delivery; retry later.', {}, {
-            'retry-after': String(Math.max(1, Math.ceil(result.retryAfterMs / 1000))),
+            'retry-after': String(Math.max(1, Math.ceil(Math.min(retryAfterMs, result.retryAfterMs) / 1000))),
           });
       }
     },

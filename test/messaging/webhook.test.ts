@@ -196,6 +196,42 @@ describe('verifyWebhook is strict: one spelling per signature, strong secrets on
   });
 });
 
+describe('a webhook delivered again while the first delivery runs (issue 16, item 1)', () => {
+  async function secondDeliveryRetryAfter(extra: Partial<WebhookOptions>): Promise<{ status: number; retryAfter: string | null; runs: number }> {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let runs = 0;
+    const handler = webhookHandler({
+      secret,
+      store: memoryStore(),
+      consumer: 'hint',
+      leaseMs: 60_000,
+      ...extra,
+      onEvent: async () => {
+        runs += 1;
+        await gate;
+      },
+    });
+    const body = '{"type":"order.paid"}';
+    const deliver = () => handler(new Request('http://x/webhooks', { method: 'POST', headers: signed('evt_hint', body), body }));
+    const first = deliver();
+    while (runs === 0) await new Promise((resolve) => setImmediate(resolve));
+    const second = await deliver();
+    release();
+    expect((await first).status).toBe(200);
+    return { status: second.status, retryAfter: second.headers.get('retry-after'), runs };
+  }
+
+  it('answers 409 with a short retry hint, not the rest of the 60 s lease', async () => {
+    expect(await secondDeliveryRetryAfter({})).toEqual({ status: 409, retryAfter: '1', runs: 1 });
+  });
+
+  it('takes the hint from retryAfterMs, and never past the lease', async () => {
+    expect(await secondDeliveryRetryAfter({ retryAfterMs: 5_000 })).toEqual({ status: 409, retryAfter: '5', runs: 1 });
+    expect(await secondDeliveryRetryAfter({ retryAfterMs: 600_000, leaseMs: 3_000 })).toMatchObject({ status: 409, retryAfter: expect.stringMatching(/^[1-3]$/) });
+  });
+});
+
 describe('webhook receivers (Web/Hono, Fastify, Express) on SQLite', () => {
   let t: TestDatabase;
   let table: string;
