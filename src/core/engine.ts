@@ -143,6 +143,18 @@ export class IdempotencyEngine<Req = unknown> {
    * invalid key, a body over `maxBodyBytes`, a conflict, a mismatch, an outage are all `reject`s;
    * the promise rejects only for what idemkit did not expect (a scope hook that threw, a bug).
    */
+  /**
+   * True when `decide` would answer `pass` without reading anything: the method is not covered, or
+   * the request has no key header where none is required. Adapters whose framework takes a
+   * synchronous `next()` call this first, so that such requests do not wait for a promise's turn.
+   */
+  passesAtOnce(request: Req, reader: RequestReader<Req, RequestBody<Req>>): boolean {
+    if (!this.covers(reader.method(request))) return true;
+    if (reader.required ?? this.options.required) return false;
+    const values = reader.header(request, this.headerName);
+    return values === undefined || values === null || (typeof values !== 'string' && values.length === 0);
+  }
+
   decide<Body extends RequestBody<Req>>(request: Req, reader: RequestReader<Req, Body>): Promise<Decision<Req, Body>> {
     const method = reader.method(request);
     if (!this.covers(method)) return PASSED;

@@ -64,7 +64,7 @@ export function idempotency(options: IdempotencyOptions<Request>) {
   }
 
   return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
-    if (!engine.covers(req.method)) return next();
+    if (engine.passesAtOnce(req, reader)) return next();
     if (isCaptured(res)) {
       // Two of these on one request (app-level and route-level, say) would claim twice.
       return next(new MountedTwiceError(`idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one`));

@@ -123,7 +123,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       // After schema validation: a request refused by validation never claims its key. Answering
       // here means reply.send() without done(), as Fastify's callback-style hooks do.
       preHandler(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
-        if (!engine.covers(request.method)) return done();
+        if (engine.passesAtOnce(request, reader)) return done();
         engine
           .decide(request, reader)
           .then((decision) => {

@@ -7,6 +7,8 @@ import type { IncomingMessage } from 'node:http';
  */
 export function headerValues(req: IncomingMessage, name: string): string | string[] | undefined {
   const joined = req.headers[name];
+  // Absent: no need for headersDistinct, which builds an object of every header.
+  if (joined === undefined) return undefined;
   if (typeof joined === 'string' && !joined.includes(',')) return joined;
   return req.headersDistinct[name];
 }

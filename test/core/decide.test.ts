@@ -30,6 +30,21 @@ const post = (key: string | string[] | undefined, body = '{"amount":1}'): FakeRe
 });
 
 describe('engine.decide answers every request with one result', () => {
+  it('passesAtOnce tells, without a promise, the requests decide would pass untouched', () => {
+    const optional = new IdempotencyEngine<FakeRequest>({ store: memoryStore({ sweepIntervalMs: 0 }), required: false });
+    const required = new IdempotencyEngine<FakeRequest>({ store: memoryStore({ sweepIntervalMs: 0 }) });
+    expect(optional.passesAtOnce({ ...post('k'), method: 'GET' }, reader)).toBe(true);
+    expect(optional.passesAtOnce(post(undefined), reader)).toBe(true);
+    expect(optional.passesAtOnce(post([]), reader)).toBe(true);
+    // A key, even an empty or a malformed one, is for decide to parse (and refuse).
+    expect(optional.passesAtOnce(post('k'), reader)).toBe(false);
+    expect(optional.passesAtOnce(post(''), reader)).toBe(false);
+    // Where a key is required, its absence is a 400 from decide.
+    expect(required.passesAtOnce(post(undefined), reader)).toBe(false);
+    expect(required.passesAtOnce({ ...post(undefined), method: 'GET' }, reader)).toBe(true);
+    expect(optional.passesAtOnce(post(undefined), { ...reader, required: true })).toBe(false);
+  });
+
   it('passes uncovered methods and keyless requests where no key is required, without reading the body', async () => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     let reads = 0;
