@@ -1,3 +1,5 @@
+import { BodyTooLargeError } from './errors.js';
+
 /**
  * Reads a byte stream to its end, or stops once more than `limit` bytes have come (the stream is
  * then cancelled, which closes an HTTP connection): what was read and whether it went over.
@@ -31,4 +33,14 @@ export function concatBytes(chunks: readonly Uint8Array[], size = chunks.reduce(
     offset += chunk.byteLength;
   }
   return out;
+}
+
+/** Reads a request body up to `limit` bytes; throws `BodyTooLargeError` past it without reading on. */
+export async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(request.headers.get('content-length') ?? NaN);
+  if (declared > limit) throw new BodyTooLargeError(limit);
+  if (!request.body) return new Uint8Array(0);
+  const read = await readStreamLimited(request.body, limit);
+  if (read.over) throw new BodyTooLargeError(limit);
+  return concatBytes(read.chunks, read.size);
 }

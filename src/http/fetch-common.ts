@@ -1,7 +1,6 @@
 import type { Execution, IdempotencyEngine, RequestBody, RequestReader } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
-import { BodyTooLargeError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
-import { concatBytes, readStreamLimited } from '../core/bytes.js';
+import { PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isNullBodyStatus, replayBody, replayHeaderList } from '../core/response.js';
 import type { StoredResponse } from '../core/store.js';
 
@@ -101,16 +100,6 @@ export function rebuildResponse(response: Response, body: Uint8Array): Response 
     statusText: response.statusText,
     headers: response.headers,
   });
-}
-
-/** Reads a request body up to `limit` bytes; throws `BodyTooLargeError` past it without reading on. */
-export async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
-  const declared = Number(request.headers.get('content-length') ?? NaN);
-  if (declared > limit) throw new BodyTooLargeError(limit);
-  if (!request.body) return new Uint8Array(0);
-  const read = await readStreamLimited(request.body, limit);
-  if (read.over) throw new BodyTooLargeError(limit);
-  return concatBytes(read.chunks, read.size);
 }
 
 /** Path with query string, as the fingerprint expects it. */

@@ -2,7 +2,8 @@ import type { IdempotencyContext, RequestBody, RequestReader } from '../core/eng
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import type { FetchStyle } from './fetch-common.js';
-import { answerFetchStyle, pathWithQuery, readLimited } from './fetch-common.js';
+import { readLimited } from '../core/bytes.js';
+import { answerFetchStyle, pathWithQuery } from './fetch-common.js';
 
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';

@@ -7,7 +7,7 @@ import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import { optionReader } from '../core/option-reader.js';
-import { readLimited } from '../http/fetch-common.js';
+import { readLimited } from '../core/bytes.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
 import { consumeOnce, consumerOption } from './consume.js';
