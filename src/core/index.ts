@@ -5,6 +5,8 @@ export { fingerprint } from './fingerprint.js';
 export type { FingerprintInput, FingerprintOptions } from './fingerprint.js';
 export { resolveOptions, DEFAULT_REPLAY_HEADERS } from './options.js';
 export type { IdempotencyOptions, ResolvedOptions } from './options.js';
+export { FailureReporter, consoleLogger } from './logger.js';
+export type { FailureReporterOptions, IdempotencyLogger } from './logger.js';
 export { IdempotencyEngine, Execution } from './engine.js';
 export type {
   AbandonedCheck,

@@ -184,11 +184,18 @@ export class OptionReader<O extends object> {
 
   /**
    * The driver object the user passes (a pool, a client, a database), recognised by the methods
-   * idemkit calls on it; the error says what was expected and which method is missing.
+   * idemkit calls on it; the error says what was expected and which method is missing. `rule.refuse`
+   * tells apart a look-alike (a pg Client where a Pool belongs): it answers why the value is not
+   * the one expected, or undefined when it is.
    */
-  driver<K extends keyof O & string>(key: K, methods: readonly string[], expected: string): Exclude<O[K], undefined> {
+  driver<K extends keyof O & string>(key: K, methods: readonly string[], expected: string, rule?: DriverRule & { readonly optional?: false }): Exclude<O[K], undefined>;
+  driver<K extends keyof O & string>(key: K, methods: readonly string[], expected: string, rule: DriverRule & { readonly optional: true }): Exclude<O[K], undefined> | undefined;
+  driver<K extends keyof O & string>(key: K, methods: readonly string[], expected: string, rule: DriverRule = {}): Exclude<O[K], undefined> | undefined {
     const value = this.value(key) as unknown;
+    if (value === undefined && rule.optional) return undefined;
     if (value === undefined || value === null || (typeof value !== 'object' && typeof value !== 'function')) this.fail(key, `expected ${expected}`);
+    const refused = rule.refuse?.(value);
+    if (refused !== undefined) this.fail(key, `expected ${expected}; ${refused}`);
     const missing = methods.find((method) => typeof (value as Record<string, unknown>)[method] !== 'function');
     if (missing !== undefined) this.fail(key, `expected ${expected} (this one has no \`${missing}()\` method)`);
     return value as Exclude<O[K], undefined>;
@@ -233,6 +240,13 @@ export class OptionReader<O extends object> {
     if (meant !== undefined) return `did you mean \`${meant}\`?`;
     return known.length === 0 ? `${this.#owner} takes no options` : `${this.#owner} takes ${known.map((k) => `\`${k}\``).join(', ')}`;
   }
+}
+
+export interface DriverRule {
+  /** Absent is fine (undefined is answered). @default false */
+  readonly optional?: boolean;
+  /** Why `value` is a look-alike and not the driver expected, or undefined when it is the one. */
+  readonly refuse?: (value: object) => string | undefined;
 }
 
 export interface ReaderSettings {

@@ -1,4 +1,6 @@
 import type { KeyPolicy } from './key.js';
+import type { IdempotencyLogger } from './logger.js';
+import { consoleLogger, FailureReporter } from './logger.js';
 import { isHttpToken, optionReader } from './option-reader.js';
 import type { IdempotencyStore } from './store.js';
 import { isTransactionalStore } from './store.js';
@@ -113,11 +115,20 @@ export interface IdempotencyOptions<Req = unknown> {
    */
   readonly failOpen?: boolean;
   /**
-   * Told about errors that do not change the answer (a failed renewal, a completion that could
-   * not be stored after the effect happened).
-   * @default undefined (ignored)
+   * A hook told about every store failure and every error that does not change the answer (a
+   * failed renewal, a completion that could not be stored after the effect happened), each time
+   * it happens. The same errors also reach `logger`, so this is for metrics or tracing, not logs.
+   * @default undefined (nothing beyond `logger`)
    */
   readonly onError?: (error: unknown) => void;
+  /**
+   * Where failures are logged: any object with `warn(message, ...args)` and `error(message, ...args)`
+   * (console, pino, winston, …). Each distinct failure (its code and message) is logged at most once
+   * a minute, with a count of the ones left out, never once per request: a store that was never
+   * migrated logs one line naming the missing function and `store.migrate()`.
+   * @default console
+   */
+  readonly logger?: IdempotencyLogger;
 }
 
 /**
@@ -149,6 +160,21 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
 ];
 
 const NEVER_REPLAYED = new Set(['set-cookie', 'set-cookie2']);
+
+/**
+ * `onError` as the engine calls it: the user's hook, then the logger (rate-limited per distinct
+ * failure). A hook that throws does not keep the failure from the log.
+ */
+function reporting(hook: (error: unknown) => void, logger: IdempotencyLogger): (error: unknown) => void {
+  const reporter = new FailureReporter(logger);
+  return (error) => {
+    try {
+      hook(error);
+    } finally {
+      reporter.report(error);
+    }
+  };
+}
 
 /** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
 export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedOptions<Req> {
@@ -203,7 +229,8 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedO
     transactional,
     storeTimeoutMs: read.duration('storeTimeoutMs', { default: 3_000, min: 1 }),
     failOpen: read.boolean('failOpen', { default: false }),
-    onError: read.function('onError', { default: () => {} }),
+    onError: reporting(read.function('onError', { default: () => {} }), read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger),
+    logger: read.value('logger') ?? consoleLogger,
   };
   read.done();
   return resolved;

@@ -490,4 +490,37 @@ describe.skipIf(!up)('postgres store', () => {
       });
     });
   });
+  describe('misconfiguration is loud', () => {
+    it('an unmigrated table: the first failed request logs one error naming the missing function and store.migrate(); 100 more log nothing within the minute', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const pool = newPool({ max: 4 });
+      try {
+        const table = uniqueTable();
+        const store = postgresStore({ pool, table });
+        const lines: Array<{ level: string; message: string }> = [];
+        const logger = {
+          warn: (message: string) => lines.push({ level: 'warn', message }),
+          error: (message: string) => lines.push({ level: 'error', message }),
+        };
+        const handle = withIdempotency(() => new Response('ok', { status: 201 }), { store, logger });
+        const post = () => handle(new Request('http://local/orders', { method: 'POST', headers: { 'idempotency-key': `k-${randomUUID()}` }, body: 'x' }));
+        expect((await post()).status).toBe(503);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]!.level).toBe('error');
+        expect(lines[0]!.message).toContain('ERR_IDEMKIT_STORE_UNAVAILABLE');
+        expect(lines[0]!.message).toContain(`${table}_claim`);
+        expect(lines[0]!.message).toContain('store.migrate()');
+        for (let i = 0; i < 100; i++) expect((await post()).status).toBe(503);
+        expect(lines).toHaveLength(1);
+        // A minute on, the same failure is logged again, with how many were left out.
+        vi.setSystemTime(Date.now() + 60_000);
+        expect((await post()).status).toBe(503);
+        expect(lines).toHaveLength(2);
+        expect(lines[1]!.message).toContain('100 more like it');
+      } finally {
+        vi.useRealTimers();
+        await pool.end();
+      }
+    });
+  });
 });

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, StoreUnavailableError } from '../../src/core/errors.js';
+import { FailureReporter } from '../../src/core/logger.js';
+import { resolveOptions } from '../../src/core/options.js';
+import { memoryStore } from '../../src/stores/memory.js';
+
+function recording() {
+  const lines: Array<{ level: 'warn' | 'error'; message: string; args: unknown[] }> = [];
+  return {
+    lines,
+    logger: {
+      warn: (message: string, ...args: unknown[]) => lines.push({ level: 'warn', message, args }),
+      error: (message: string, ...args: unknown[]) => lines.push({ level: 'error', message, args }),
+    },
+  };
+}
+
+describe('FailureReporter', () => {
+  it('logs each distinct failure (code + message) at most once per interval, then with the count left out', () => {
+    let now = 0;
+    const { lines, logger } = recording();
+    const reporter = new FailureReporter(logger, { now: () => now });
+    const down = new StoreUnavailableError('claim failed');
+    reporter.report(down);
+    for (let i = 0; i < 50; i++) reporter.report(new StoreUnavailableError('claim failed'));
+    reporter.report(new StoreUnavailableError('complete failed'));
+    reporter.report(new Error('claim failed'));
+    expect(lines.map((l) => l.message)).toEqual([
+      'idemkit: ERR_IDEMKIT_STORE_UNAVAILABLE: claim failed',
+      'idemkit: ERR_IDEMKIT_STORE_UNAVAILABLE: complete failed',
+      'idemkit: Error: claim failed',
+    ]);
+    expect(lines[0]!.args).toEqual([down]);
+    now = 59_999;
+    reporter.report(down);
+    expect(lines).toHaveLength(3);
+    now = 60_000;
+    reporter.report(down);
+    expect(lines.at(-1)!.message).toBe('idemkit: ERR_IDEMKIT_STORE_UNAVAILABLE: claim failed (51 more like it since the last report)');
+  });
+
+  it('survives a logger that throws and odd thrown values', () => {
+    const reporter = new FailureReporter({ warn: () => {}, error: () => { throw new Error('broken logger'); } });
+    expect(() => reporter.report('a string')).not.toThrow();
+    expect(() => reporter.report(undefined)).not.toThrow();
+    expect(() => reporter.report(Object.create(null))).not.toThrow();
+  });
+});
+
+describe('the logger option', () => {
+  const store = memoryStore({ sweepIntervalMs: 0 });
+
+  it('what reaches onError also reaches the logger; onError is still called every time', () => {
+    const { lines, logger } = recording();
+    const hooked: unknown[] = [];
+    const o = resolveOptions({ store, logger, onError: (e) => hooked.push(e) });
+    o.onError(new StoreUnavailableError('down'));
+    o.onError(new StoreUnavailableError('down'));
+    expect(hooked).toHaveLength(2);
+    expect(lines).toHaveLength(1);
+  });
+
+  it('a throwing onError still logs and still throws (the middleware reports it as before)', () => {
+    const { lines, logger } = recording();
+    const o = resolveOptions({ store, logger, onError: () => { throw new Error('hook'); } });
+    expect(() => o.onError(new StoreUnavailableError('down'))).toThrow('hook');
+    expect(lines).toHaveLength(1);
+  });
+
+  it('refuses what is not a logger, naming the option', () => {
+    for (const logger of [null, 'console', { error: () => {} }]) {
+      const thrown = (() => {
+        try {
+          resolveOptions({ store, logger: logger as never });
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect(thrown).toBeInstanceOf(InvalidOptionError);
+      expect((thrown as InvalidOptionError).option).toBe('logger');
+    }
+  });
+});
