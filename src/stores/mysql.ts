@@ -63,7 +63,7 @@ const MAX_PACKET = 1024 * 1024 * 1024;
  */
 export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): MysqlStore<ConnectionOf<P>> {
   const opts = optionReader('mysqlStore()', options);
-  const pool = opts.driver('pool', ['getConnection'], 'a mysql2/promise Pool (createPool)');
+  const pool = opts.driver('pool', ['getConnection'], 'a mysql2/promise Pool (createPool)', { refuse: notAMysqlPool });
   const table = opts.value('table') ?? 'idempotency_records';
   checkTable(table);
   const maxResponseBytes = opts.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
@@ -349,3 +349,17 @@ function affectedRows(result: unknown): number {
   return n;
 }
 
+/**
+ * The look-alikes mysql2 hands out: a single connection (which has `query` but no
+ * `getConnection`) and the callback API's pool (whose methods take callbacks; it has `promise()`).
+ */
+function notAMysqlPool(value: object): string | undefined {
+  const candidate = value as { getConnection?: unknown; query?: unknown; promise?: unknown };
+  if (typeof candidate.getConnection !== 'function' && typeof candidate.query === 'function') {
+    return 'this looks like a single Connection (createConnection); pass a Pool (createPool from mysql2/promise), which the store borrows connections from';
+  }
+  if (typeof candidate.getConnection === 'function' && typeof candidate.promise === 'function') {
+    return "this is mysql2's callback API; pass `pool.promise()` or a Pool from createPool in mysql2/promise";
+  }
+  return undefined;
+}

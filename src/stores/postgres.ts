@@ -84,7 +84,7 @@ const MAX_RESPONSE_BYTES = 512 * 1024 * 1024;
 export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreOptions<Pool>): PostgresStore<PoolClientOf<Pool>> {
   type Client = PoolClientOf<Pool>;
   const read = optionReader('postgresStore()', options);
-  const pool = read.driver('pool', ['query', 'connect'], 'a node-postgres Pool (with query and connect)');
+  const pool = read.driver('pool', ['query', 'connect'], 'a node-postgres Pool (with query and connect)', { refuse: notAPgPool });
   const names = resolveNames({ schema: read.value('schema'), table: read.value('table') });
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   // A bytea value and a protocol message are limited to 1 GB: a larger limit could never be honoured.
@@ -218,6 +218,19 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       };
     },
   };
+}
+
+/**
+ * A pg `Client` has `query` and `connect` too, but its `connect()` opens its one connection and
+ * resolves nothing, so every claim would fail. A Client (and a PoolClient) carries
+ * `connectionParameters`; a Pool does not, and structural pools have no reason to.
+ */
+function notAPgPool(value: object): string | undefined {
+  const candidate = value as { connectionParameters?: unknown; totalCount?: unknown };
+  if (typeof candidate.connectionParameters === 'object' && typeof candidate.totalCount !== 'number') {
+    return 'this is a pg.Client (one connection); pass a pg.Pool (new pg.Pool(config)), which the store borrows connections from';
+  }
+  return undefined;
 }
 
 function unavailable(operation: string, where: string, error: unknown): StoreUnavailableError {

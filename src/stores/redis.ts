@@ -101,7 +101,7 @@ export function redisRecordKey(prefix: string, ref: RecordRef): string {
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   const read = optionReader('redisStore()', options);
-  const client = read.driver('client', ['callBuffer'], 'an ioredis Redis or Cluster client');
+  const client = read.driver('client', ['callBuffer'], 'an ioredis Redis or Cluster client', { refuse: notIoredis });
   const prefix = read.value('prefix') ?? 'idemkit';
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
     read.fail('prefix', `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`);
@@ -385,4 +385,13 @@ function parseResponse([status, headers, body, omitted]: unknown[], at: Corrupt)
     body: omitted === 1 ? null : new Uint8Array(body as Buffer),
     bodyOmitted: omitted === 1,
   };
+}
+
+/** A node-redis client has `sendCommand` where ioredis has `callBuffer`: say what to do with it. */
+function notIoredis(value: object): string | undefined {
+  const candidate = value as { callBuffer?: unknown; sendCommand?: unknown };
+  if (typeof candidate.callBuffer !== 'function' && typeof candidate.sendCommand === 'function') {
+    return 'this looks like a node-redis client: redisStore needs ioredis (new Redis() from "ioredis"); node-redis works with the Redis patterns (oneTimeTokens, redisLock from idemkit/patterns)';
+  }
+  return undefined;
 }

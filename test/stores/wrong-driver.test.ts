@@ -1,0 +1,79 @@
+/**
+ * A store factory given the wrong driver object (through `as any`, or plain JavaScript) refuses it
+ * at once, naming the option and what it expected, instead of failing on every request later.
+ * The real driver objects are built without connecting.
+ */
+import { Redis } from 'ioredis';
+import mysql from 'mysql2';
+import mysqlPromise from 'mysql2/promise';
+import pg from 'pg';
+import { createClient } from 'redis';
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError } from '../../src/core/errors.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { redisStore } from '../../src/stores/redis.js';
+
+function refusal(fn: () => unknown): InvalidOptionError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidOptionError);
+    return error as InvalidOptionError;
+  }
+  throw new Error('expected InvalidOptionError');
+}
+
+describe('store factories recognise a wrong driver object', () => {
+  it('postgresStore: a pg.Client where a Pool belongs', async () => {
+    const client = new pg.Client({ host: '127.0.0.1' });
+    const pool = new pg.Pool({ host: '127.0.0.1' });
+    try {
+      const error = refusal(() => postgresStore({ pool: client as never }));
+      expect(error.option).toBe('pool');
+      expect(error.message).toMatch(/expected a node-postgres Pool/);
+      expect(error.message).toMatch(/pg\.Client/);
+      expect(() => postgresStore({ pool })).not.toThrow();
+    } finally {
+      await pool.end();
+      await client.end().catch(() => {});
+    }
+  });
+
+  it('mysqlStore: a single Connection, or the callback API, where a mysql2/promise Pool belongs', async () => {
+    const connection = mysql.createConnection({ host: '127.0.0.1', port: 1 });
+    connection.on('error', () => {});
+    const callbackPool = mysql.createPool({ host: '127.0.0.1' });
+    const pool = mysqlPromise.createPool({ host: '127.0.0.1' });
+    try {
+      const single = refusal(() => mysqlStore({ pool: connection as never }));
+      expect(single.option).toBe('pool');
+      expect(single.message).toMatch(/single Connection/);
+      expect(single.message).toMatch(/createPool/);
+      const callback = refusal(() => mysqlStore({ pool: callbackPool as never }));
+      expect(callback.message).toMatch(/callback API/);
+      expect(callback.message).toMatch(/pool\.promise\(\)/);
+      expect(() => mysqlStore({ pool: callbackPool.promise() })).not.toThrow();
+      expect(() => mysqlStore({ pool })).not.toThrow();
+    } finally {
+      connection.destroy();
+      await pool.end();
+      await new Promise<void>((resolve) => callbackPool.end(() => resolve()));
+    }
+  });
+
+  it('redisStore: a node-redis client says that redisStore needs ioredis and node-redis fits the patterns', () => {
+    const nodeRedis = createClient();
+    const ioredis = new Redis({ lazyConnect: true });
+    try {
+      const error = refusal(() => redisStore({ client: nodeRedis as never }));
+      expect(error.option).toBe('client');
+      expect(error.message).toMatch(/node-redis/);
+      expect(error.message).toMatch(/needs ioredis/);
+      expect(error.message).toMatch(/patterns/);
+      expect(() => redisStore({ client: ioredis })).not.toThrow();
+    } finally {
+      ioredis.disconnect();
+    }
+  });
+});
