@@ -73,6 +73,7 @@ export const ERROR_CODES = {
   // Stores.
   ERR_IDEMKIT_INVALID_REF: core('InvalidRecordRefError'),
   ERR_IDEMKIT_CORRUPT_RECORD: core('CorruptRecordError'),
+  ERR_IDEMKIT_STORE_SCHEMA_MISSING: core('StoreSchemaMissingError'),
   // idemkit/client.
   ERR_IDEMKIT_REQUEST_FAILED: client('RequestFailedError'),
   ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED: client('RetryBudgetExhaustedError'),

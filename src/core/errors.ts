@@ -173,6 +173,20 @@ export class CorruptRecordError extends IdemkitError {
 }
 
 /**
+ * `store.verify()` found the store's schema incomplete: `missing` names each table, function or
+ * procedure that is not there, and the message says the command that creates them.
+ */
+export class StoreSchemaMissingError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_STORE_SCHEMA_MISSING' satisfies ErrorCode;
+  readonly missing: readonly string[];
+
+  constructor(store: string, missing: readonly string[], fix: string) {
+    super(StoreSchemaMissingError.code, `${store} store: missing ${missing.join(', ')}; run ${fix}`);
+    this.missing = missing;
+  }
+}
+
+/**
  * A scope, key or fingerprint a store refuses before it touches the backend: not a string, not
  * well-formed UTF-16 (a lone surrogate, which drivers encode as U+FFFD, so two different scopes
  * could share one record), or longer than the store's columns hold. `field` names which one.

@@ -1,4 +1,4 @@
-import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -48,6 +48,12 @@ type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>
 export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords {
   /** Creates the table and its expiry index if missing. Idempotent, and safe to run concurrently. */
   migrate(): Promise<void>;
+  /**
+   * Resolves when the table exists in the connection's database; otherwise rejects with
+   * `StoreSchemaMissingError` naming it and `await store.migrate()` as the fix. One round trip:
+   * call it at start-up so a missing migration fails the deploy, not every request.
+   */
+  verify(): Promise<void>;
 }
 
 // A lost race (duplicate insert, changed revision) costs one more round; a claim that keeps
@@ -142,6 +148,11 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
     maxResponseBytes,
     async migrate() {
       await db.run('migrate', mysqlSchema(table), [], 'query');
+    },
+    async verify() {
+      const { result } = await db.run('verify', 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?', [table]);
+      const row = (result as Array<{ n?: unknown }>)[0];
+      if (Number(row?.n) !== 1) throw new StoreSchemaMissingError('mysql', [`table ${table} (in the connection's database)`], '`await store.migrate()` (or sql/mysql.sql for the default name)');
     },
     claim,
     async renew(ref, token, leaseMs) {

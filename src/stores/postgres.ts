@@ -1,4 +1,4 @@
-import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -54,6 +54,12 @@ export interface PostgresStore<Client extends PostgresClient = PostgresClient> e
    * `sql/postgres.sql` for the default names). Idempotent; safe from several processes at once.
    */
   migrate(): Promise<void>;
+  /**
+   * Resolves when the table and its claim function exist; otherwise rejects with
+   * `StoreSchemaMissingError` naming what is missing and `await store.migrate()` as the fix. One
+   * round trip: call it at start-up so a missing migration fails the deploy, not every request.
+   */
+  verify(): Promise<void>;
 }
 
 interface ClaimRow {
@@ -135,6 +141,14 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       // One simple-protocol message: PostgreSQL runs its statements as one implicit transaction,
       // which holds the advisory lock to the end and rolls everything back on an error.
       await run(pool, 'migrate', sql.migrate);
+    },
+    async verify() {
+      const { rows } = await run(pool, 'verify', VERIFY_SQL, [where, names.schema, `${names.table}_claim`]);
+      const found = rows[0] as { has_table?: unknown; has_claim?: unknown } | undefined;
+      const missing: string[] = [];
+      if (found?.has_table !== true) missing.push(`table ${names.schema}.${names.table}`);
+      if (found?.has_claim !== true) missing.push(`function ${names.schema}.${names.table}_claim`);
+      if (missing.length > 0) throw new StoreSchemaMissingError('postgres', missing, '`await store.migrate()` (or sql/postgres.sql for the default names)');
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
       checkRecordRef(ref);
@@ -232,6 +246,9 @@ function notAPgPool(value: object): string | undefined {
   }
   return undefined;
 }
+
+const VERIFY_SQL = `SELECT to_regclass($1) IS NOT NULL AS has_table,
+  EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3) AS has_claim`;
 
 function unavailable(operation: string, where: string, error: unknown): StoreUnavailableError {
   const hint = isMissingSchema(error) ? ' (run store.migrate() or sql/postgres.sql first)' : '';

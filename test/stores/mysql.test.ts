@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { createPool } from 'mysql2/promise';
 import type { Pool, PoolConnection, PoolOptions, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
 import type { IdempotencyOptions } from '../../src/http/web.js';
@@ -99,6 +99,18 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       const { token } = await acquire(store, r);
       await store.complete(r, token, ok());
       expect((await store.claim(r, 'fp', { leaseMs: 1000, windowMs: 5000 })).kind).toBe('completed');
+    });
+
+    it('verify() names a missing table and store.migrate(), and resolves once it is migrated', async () => {
+      const table = newTable('verify');
+      const store = mysqlStore({ pool: main, table });
+      const error = await store.verify().then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreSchemaMissingError);
+      expect((error as StoreSchemaMissingError).code).toBe('ERR_IDEMKIT_STORE_SCHEMA_MISSING');
+      expect((error as StoreSchemaMissingError).missing).toEqual([`table ${table} (in the connection's database)`]);
+      expect((error as Error).message).toContain('await store.migrate()');
+      await store.migrate();
+      await expect(store.verify()).resolves.toBeUndefined();
     });
 
     it('refuses table names that are not plain identifiers, naming `table`', () => {

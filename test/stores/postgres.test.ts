@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
 import type { PostgresClient, PostgresPool, PostgresStore } from '../../src/stores/postgres.js';
@@ -491,6 +491,27 @@ describe.skipIf(!up)('postgres store', () => {
     });
   });
   describe('misconfiguration is loud', () => {
+    it('verify() names the missing table and claim function and store.migrate(), and resolves once migrated', async () => {
+      const pool = newPool({ max: 2 });
+      const table = uniqueTable();
+      try {
+        const store = postgresStore({ pool, table });
+        const error = await store.verify().then(() => undefined, (e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreSchemaMissingError);
+        expect((error as StoreSchemaMissingError).code).toBe('ERR_IDEMKIT_STORE_SCHEMA_MISSING');
+        expect((error as StoreSchemaMissingError).missing).toEqual([`table public.${table}`, `function public.${table}_claim`]);
+        expect((error as Error).message).toContain('await store.migrate()');
+        await store.migrate();
+        await expect(store.verify()).resolves.toBeUndefined();
+        // A table without its function (dropped by hand) is named alone.
+        await pool.query(`DROP FUNCTION "public"."${table}_claim"`);
+        await expect(store.verify()).rejects.toMatchObject({ missing: [`function public.${table}_claim`] });
+      } finally {
+        await dropTable(pool, table);
+        await pool.end();
+      }
+    });
+
     it('an unmigrated table: the first failed request logs one error naming the missing function and store.migrate(); 100 more log nothing within the minute', async () => {
       vi.useFakeTimers({ toFake: ['Date'] });
       const pool = newPool({ max: 4 });
