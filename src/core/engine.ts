@@ -14,6 +14,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
+import type { ReaderSettings } from './option-reader.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { REPRESENTATION_HEADERS } from './response.js';
 import { isReservedScope } from './namespaces.js';
@@ -97,6 +98,22 @@ const WAIT_POLL_MAX_MS = 250;
 const LEASE_TICKS = 3;
 
 /**
+ * Options an engine derived with `withOverrides` may set differently from its parent: the ones
+ * that change how one request is claimed and answered, not where records live nor how they look.
+ */
+export type EngineOverrides<Req = unknown> = Pick<
+  IdempotencyOptions<Req>,
+  'required' | 'leaseMs' | 'inFlight' | 'waitTimeoutMs' | 'retryAfterMs' | 'scope' | 'fingerprintFields'
+>;
+
+/** What an engine and the engines derived from it share: their timers. */
+interface Shared {
+  readonly deadlines: Deadlines;
+  /** One lease keeper per tick period: a keeper must tick every third of its executions' lease. */
+  readonly keepers: Map<number, LeaseKeeper>;
+}
+
+/**
  * The framework-neutral decision matrix. An adapter asks `decide` about each request, with a
  * `RequestReader` for its framework, and then passes it through, replays, rejects, or runs the
  * handler under the returned `Execution` and gives its answer to `execution.finish`.
@@ -112,16 +129,42 @@ export class IdempotencyEngine<Req = unknown> {
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
   private readonly claimOptions: ClaimOptions;
+  private readonly shared: Shared;
+  /** The options as given, which `withOverrides` overrides. */
+  private readonly given: IdempotencyOptions<Req>;
 
-  constructor(options: IdempotencyOptions<Req>) {
-    this.options = resolveOptions(options);
+  /** `naming` and `parent` are `withOverrides`'s: call it rather than passing them. */
+  constructor(options: IdempotencyOptions<Req>, naming?: ReaderSettings, parent?: IdempotencyEngine<Req>) {
+    const resolved = resolveOptions(options, naming);
+    // A derived engine reports through its parent's onError, so that the logger's rate limit (one
+    // line per distinct failure) holds across every route rather than per route.
+    this.options = parent === undefined ? resolved : { ...resolved, onError: parent.options.onError };
     this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
-    this.deadlines = new Deadlines(this.options.storeTimeoutMs);
+    // storeTimeoutMs is never overridden: a derived engine bounds its store calls with its parent's timer.
+    this.given = options;
+    this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs), keepers: new Map() };
+    this.deadlines = this.shared.deadlines;
     this.headerName = this.options.header.toLowerCase();
     this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
     // Ticks every third of a lease: renews leases (unless renewLease is off), and asks each
     // adapter's check whether an answer went out without us (Execution.watch).
-    this.keeper = new LeaseKeeper(Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS)));
+    const periodMs = Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS));
+    let keeper = this.shared.keepers.get(periodMs);
+    if (keeper === undefined) this.shared.keepers.set(periodMs, (keeper = new LeaseKeeper(periodMs)));
+    this.keeper = keeper;
+  }
+
+  /**
+   * An engine that answers like this one but for `overrides` (a route's own lease, in-flight
+   * policy, scope…): the options are resolved again through the same validation, once, when the
+   * route is set up; the store, the store deadlines and the lease keepers are shared. `naming`
+   * names the overrides in errors (`{ path: 'config.idempotency', suffix: ' of /orders' }`).
+   */
+  withOverrides(overrides: EngineOverrides<Req>, naming?: ReaderSettings): IdempotencyEngine<Req> {
+    const merged: Record<string, unknown> = { ...this.given };
+    // An override left undefined keeps the parent's value rather than falling back to the default.
+    for (const [name, value] of Object.entries(overrides)) if (value !== undefined) merged[name] = value;
+    return new IdempotencyEngine<Req>(merged as unknown as IdempotencyOptions<Req>, naming, this);
   }
 
   covers(method: string): boolean {

@@ -1,6 +1,7 @@
 import type { KeyPolicy } from './key.js';
 import type { IdempotencyLogger } from './logger.js';
 import { consoleLogger, FailureReporter } from './logger.js';
+import type { ReaderSettings } from './option-reader.js';
 import { isHttpToken, optionReader } from './option-reader.js';
 import type { IdempotencyStore } from './store.js';
 import { isTransactionalStore } from './store.js';
@@ -176,9 +177,13 @@ function reporting(hook: (error: unknown) => void, logger: IdempotencyLogger): (
   };
 }
 
-/** Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the option. */
-export function resolveOptions<Req>(options: IdempotencyOptions<Req>): ResolvedOptions<Req> {
-  const read = optionReader('idempotency()', options);
+/**
+ * Validates every option eagerly and fills in defaults; throws `InvalidOptionError` naming the
+ * option. `naming` names the options another way in errors (a Fastify route's
+ * `config.idempotency.leaseMs of /orders`).
+ */
+export function resolveOptions<Req>(options: IdempotencyOptions<Req>, naming?: ReaderSettings): ResolvedOptions<Req> {
+  const read = optionReader('idempotency()', options, naming);
   const store = read.value('store');
   if (!store || typeof store.claim !== 'function' || typeof store.complete !== 'function') {
     read.fail('store', 'expected an IdempotencyStore (memoryStore(), sqliteStore(), …)');

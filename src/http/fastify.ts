@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
+import type { EngineOverrides, Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
@@ -15,11 +15,38 @@ import { watchResponse } from './node-response.js';
 export type { IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
 
-/** Per-route settings: `config: { idempotency: false }` or `config: { idempotency: { required: false } }`. */
-export interface IdempotencyRouteConfig {
+/**
+ * A route's own settings, in its `config.idempotency`: the options that change how one request
+ * is claimed and answered, each overriding the plugin's for this route. Checked when the route is
+ * registered. (`false` leaves the route unprotected; `true` or nothing protects it with the
+ * plugin's options.)
+ */
+export interface IdempotencyRouteConfig extends EngineOverrides<FastifyRequest> {
   /** Overrides the plugin's `required` for this route. */
   readonly required?: boolean;
 }
+
+/** The options a route may set, as `IdempotencyRouteConfig` declares them. */
+const ROUTE_OPTIONS = ['required', 'leaseMs', 'inFlight', 'waitTimeoutMs', 'retryAfterMs', 'scope', 'fingerprintFields'] as const satisfies ReadonlyArray<
+  keyof IdempotencyRouteConfig
+>;
+/** Options of the plugin that a route cannot change (where records live, what is replayed…). */
+const PLUGIN_OPTIONS: ReadonlySet<string> = new Set([
+  'store',
+  'methods',
+  'header',
+  'keyPolicy',
+  'windowMs',
+  'renewLease',
+  'maxExecutionMs',
+  'maxBodyBytes',
+  'replayHeaders',
+  'transactional',
+  'storeTimeoutMs',
+  'failOpen',
+  'onError',
+  'logger',
+] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotencyRouteConfig>>);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -27,7 +54,7 @@ declare module 'fastify' {
     idempotency: IdempotencyContext | undefined;
   }
   interface FastifyContextConfig {
-    idempotency?: false | IdempotencyRouteConfig;
+    idempotency?: boolean | IdempotencyRouteConfig;
   }
 }
 
@@ -65,20 +92,41 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   const pendingOf = (request: FastifyRequest) => (request as TrackedRequest)[kPending];
   if (!fastify.hasRequestDecorator(kBody as unknown as string)) fastify.decorateRequest(kBody as unknown as string, null);
 
+  /**
+   * The engine of one route: the plugin's own, or (when the route's config overrides more than
+   * `required`) one derived from it once, here, so that no request pays for the route's options.
+   */
+  function routeEngine(config: IdempotencyRouteConfig, url: string): { engine: IdempotencyEngine<FastifyRequest>; required: boolean } {
+    // Only idemkit's own object is read: the rest of `config` belongs to Fastify and other plugins.
+    const naming = { path: 'config.idempotency', suffix: ` of ${url}` };
+    const read = optionReader('config.idempotency', config, naming);
+    for (const key of Object.keys(config)) {
+      if (PLUGIN_OPTIONS.has(key)) read.fail(key as keyof IdempotencyRouteConfig, 'is an option of the plugin, not of a route: set it where the plugin is registered');
+    }
+    const required = read.boolean('required', { default: engine.options.required });
+    const overrides: Record<string, unknown> = {};
+    for (const name of ROUTE_OPTIONS) if (name !== 'required' && read.value(name) !== undefined) overrides[name] = config[name];
+    read.done();
+    if (Object.keys(overrides).length === 0) return { engine, required };
+    return { engine: engine.withOverrides({ ...overrides, required }, naming), required };
+  }
+
   fastify.addHook('onRoute', (route) => {
     const config = route.config?.idempotency;
     if (config === false) return;
-    if (config !== undefined && (config === null || typeof config !== 'object')) {
-      throw new InvalidOptionError(`config.idempotency of ${route.url}`, 'expected false or { required?: boolean }');
+    if (config !== undefined && config !== true && (config === null || typeof config !== 'object')) {
+      throw new InvalidOptionError(`config.idempotency of ${route.url}`, 'expected true, false or an object of per-route options');
     }
-    // Only idemkit's own object is read: the rest of `config` belongs to Fastify and other plugins.
-    const read = optionReader('config.idempotency', config ?? {}, { path: 'config.idempotency', suffix: ` of ${route.url}` });
-    const required = read.boolean('required', { default: engine.options.required });
-    read.done();
+    const { engine, required } = routeEngine(config === true || config === undefined ? {} : config, route.url);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };
-    if (marked[kProtected]) throw new MountedTwiceError(`idemkit: the idempotency plugin is registered twice for ${route.url}; register it once`);
+    if (marked[kProtected]) {
+      throw new MountedTwiceError(
+        `idemkit: the idempotency plugin is registered twice for ${route.url} (each registration covers the routes of the context it is registered in and of its children). ` +
+          'Register it once there; give a route its own options with `config: { idempotency: { … } }`, or register each group of routes with its own options inside its own `app.register(async (child) => { await child.register(idempotency, options); … })`.',
+      );
+    }
     marked[kProtected] = true;
     // Fastify reads and parses the body itself, within this limit; the fingerprint is taken from
     // what it parsed, so the body is neither buffered twice nor parsed twice.

@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { IdemkitError, StoreUnavailableError } from '../../src/core/errors.js';
+import { IdemkitError, InvalidOptionError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef } from '../../src/core/store.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { idempotency } from '../../src/http/fastify.js';
@@ -423,6 +423,251 @@ describe('fastify adapter', () => {
     expect(thrown).toBeInstanceOf(IdemkitError);
     expect(thrown).toMatchObject({ code: 'ERR_IDEMKIT_MOUNTED_TWICE', message: expect.stringMatching(/registered twice/) });
     await twice.close();
+  });
+});
+
+describe('fastify per-route config', () => {
+  /** A memory store that counts the claims it answered `in_flight`. */
+  function countingStore(): { store: IdempotencyStore; inFlight: () => number } {
+    const inner = memoryStore();
+    let inFlight = 0;
+    const store = new Proxy(inner, {
+      get(target, name, receiver) {
+        if (name === 'claim') {
+          return async (...args: Parameters<IdempotencyStore['claim']>) => {
+            const claim = await target.claim(...args);
+            if (claim.kind === 'in_flight') inFlight++;
+            return claim;
+          };
+        }
+        const value: unknown = Reflect.get(target, name, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as IdempotencyStore;
+    return { store, inFlight: () => inFlight };
+  }
+
+  const inject = (app: FastifyInstance, url: string, init: { key?: string; body?: unknown; headers?: Record<string, string> } = {}) =>
+    app.inject({
+      method: 'POST',
+      url,
+      headers: { ...(init.key === undefined ? {} : { 'idempotency-key': init.key }), ...init.headers },
+      ...(init.body === undefined ? {} : { payload: init.body as Record<string, unknown> }),
+    });
+
+  /** Routes whose handler waits for `open()` once it started; `started()` tells how many began. */
+  function gated() {
+    let release = () => {};
+    let gate = new Promise<void>((resolve) => (release = resolve));
+    let started = 0;
+    return {
+      handler: async () => {
+        started++;
+        await gate;
+        return { run: randomUUID() };
+      },
+      started: () => started,
+      open: () => {
+        release();
+        gate = Promise.resolve();
+      },
+    };
+  }
+
+  it('a route\'s retryAfterMs and leaseMs set its 409\'s Retry-After; the plugin\'s apply elsewhere', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore() });
+    const slow = gated();
+    app.post('/hint', { config: { idempotency: { retryAfterMs: 3_000 } } }, slow.handler);
+    // The hint is never past what is left of the lease: 10 s asked, at most 4 s of lease.
+    app.post('/short-lease', { config: { idempotency: { leaseMs: 4_000, retryAfterMs: 10_000 } } }, slow.handler);
+    app.post('/plain', slow.handler);
+    const answers = [];
+    for (const url of ['/hint', '/short-lease', '/plain']) {
+      const k = key();
+      const first = inject(app, url, { key: k });
+      await until(async () => slow.started() === answers.length + 1, `${url} started`);
+      const second = await inject(app, url, { key: k });
+      expect(second.statusCode).toBe(409);
+      answers.push(Number(second.headers['retry-after']));
+      void first;
+    }
+    slow.open();
+    expect(answers[0]).toBe(3);
+    expect(answers[1]).toBeGreaterThanOrEqual(1);
+    expect(answers[1]).toBeLessThanOrEqual(4);
+    expect(answers[2]).toBe(1);
+    await app.close();
+  });
+
+  it('a route with inFlight: \'wait\' replays the first answer to a duplicate; the plugin\'s 409 applies elsewhere', async () => {
+    const { store, inFlight } = countingStore();
+    const app = Fastify();
+    await app.register(idempotency, { store });
+    const slow = gated();
+    app.post('/wait', { config: { idempotency: { inFlight: 'wait', waitTimeoutMs: 60_000 } } }, slow.handler);
+    app.post('/conflict', slow.handler);
+    const k = key();
+    const first = inject(app, '/wait', { key: k });
+    await until(async () => slow.started() === 1, 'the first request started');
+    const second = inject(app, '/wait', { key: k });
+    await until(async () => inFlight() >= 1, 'the duplicate found the key in flight');
+    const other = key();
+    const conflictFirst = inject(app, '/conflict', { key: other });
+    await until(async () => slow.started() === 2, 'the /conflict request started');
+    expect((await inject(app, '/conflict', { key: other })).statusCode).toBe(409);
+    slow.open();
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.statusCode).toBe(200);
+    expect(b.statusCode).toBe(200);
+    expect(b.body).toBe(a.body);
+    expect(slow.started()).toBe(2);
+    await conflictFirst;
+    await app.close();
+  });
+
+  it('a route\'s fingerprintFields replays a key whose other fields changed; the plugin\'s whole-body fingerprint answers 422', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore() });
+    let runs = 0;
+    const handler = async () => ({ run: ++runs });
+    app.post('/amount', { config: { idempotency: { fingerprintFields: ['amount'] } } }, handler);
+    app.post('/whole', handler);
+    for (const url of ['/amount', '/whole']) {
+      const k = key();
+      expect((await inject(app, url, { key: k, body: { amount: 5, note: 'a' } })).statusCode).toBe(200);
+    }
+    const k = key();
+    const first = await inject(app, '/amount', { key: k, body: { amount: 5, note: 'a' } });
+    const replay = await inject(app, '/amount', { key: k, body: { amount: 5, note: 'b' } });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.body).toBe(first.body);
+    expect((await inject(app, '/amount', { key: k, body: { amount: 6, note: 'a' } })).statusCode).toBe(422);
+    const w = key();
+    await inject(app, '/whole', { key: w, body: { amount: 5, note: 'a' } });
+    expect((await inject(app, '/whole', { key: w, body: { amount: 5, note: 'b' } })).statusCode).toBe(422);
+    await app.close();
+  });
+
+  it('a route\'s scope keeps tenants apart; the plugin\'s single scope shares the key', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore() });
+    let runs = 0;
+    const handler = async () => ({ run: ++runs });
+    app.post('/tenant', { config: { idempotency: { scope: (request) => String(request.headers['x-tenant']) } } }, handler);
+    app.post('/global', handler);
+    const k = key();
+    const a = await inject(app, '/tenant', { key: k, headers: { 'x-tenant': 'a' } });
+    const b = await inject(app, '/tenant', { key: k, headers: { 'x-tenant': 'b' } });
+    expect(b.body).not.toBe(a.body);
+    expect((await inject(app, '/tenant', { key: k, headers: { 'x-tenant': 'a' } })).body).toBe(a.body);
+    const g = key();
+    const ga = await inject(app, '/global', { key: g, headers: { 'x-tenant': 'a' } });
+    expect((await inject(app, '/global', { key: g, headers: { 'x-tenant': 'b' } })).body).toBe(ga.body);
+    expect(runs).toBe(3);
+    await app.close();
+  });
+
+  it('a route\'s required holds together with its other overrides, and true protects a route with the plugin\'s options', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore(), required: false });
+    app.post('/strict', { config: { idempotency: { required: true, retryAfterMs: 2_000 } } }, async () => ({ ok: true }));
+    app.post('/lax', { config: { idempotency: { required: false, leaseMs: 5_000 } } }, async () => ({ run: randomUUID() }));
+    app.post('/on', { config: { idempotency: true } }, async () => ({ run: randomUUID() }));
+    expect((await inject(app, '/strict')).statusCode).toBe(400);
+    expect((await inject(app, '/lax')).statusCode).toBe(200);
+    const k = key();
+    const lax = await inject(app, '/lax', { key: k });
+    expect((await inject(app, '/lax', { key: k })).body).toBe(lax.body);
+    expect((await inject(app, '/on')).statusCode).toBe(200); // the plugin's required: false
+    const o = key();
+    const on = await inject(app, '/on', { key: o });
+    expect((await inject(app, '/on', { key: o })).body).toBe(on.body);
+    await app.close();
+  });
+
+  it('refuses, at route registration, an unknown or invalid route option and a plugin-wide one, naming config.idempotency.<key> of <url>', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore() });
+    const thrown = (register: () => void): unknown => {
+      try {
+        register();
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    };
+    const typo = thrown(() => app.post('/typo', { config: { idempotency: { leaseMS: 1_000 } as never } }, async () => ({})));
+    expect(typo).toBeInstanceOf(InvalidOptionError);
+    expect((typo as Error).message).toBe('Invalid option `config.idempotency.leaseMS of /typo`: unknown option; did you mean `leaseMs`?');
+    expect(() => app.post('/short', { config: { idempotency: { leaseMs: 5 } } }, async () => ({}))).toThrow(
+      /`config\.idempotency\.leaseMs of \/short`: expected an integer >= 10/,
+    );
+    expect(() => app.post('/policy', { config: { idempotency: { inFlight: 'queue' as never } } }, async () => ({}))).toThrow(
+      /`config\.idempotency\.inFlight of \/policy`: expected 'conflict' or 'wait'/,
+    );
+    expect(() => app.post('/fields', { config: { idempotency: { fingerprintFields: [] } } }, async () => ({}))).toThrow(
+      /`config\.idempotency\.fingerprintFields of \/fields`/,
+    );
+    expect(() => app.post('/store', { config: { idempotency: { store: memoryStore() } as never } }, async () => ({}))).toThrow(
+      /`config\.idempotency\.store of \/store`: is an option of the plugin, not of a route/,
+    );
+    await app.close();
+  });
+
+  it('protects sibling encapsulated groups of routes, each with its own registration and options', async () => {
+    const store = memoryStore();
+    const app = Fastify();
+    const slow = gated();
+    await app.register(async (child) => {
+      await child.register(idempotency, { store, retryAfterMs: 2_000 });
+      child.post('/a', slow.handler);
+    });
+    await app.register(async (child) => {
+      await child.register(idempotency, { store, required: false, inFlight: 'conflict', retryAfterMs: 5_000 });
+      child.post('/b', async () => ({ run: randomUUID() }));
+      child.post('/b-route', { config: { idempotency: { retryAfterMs: 3_000 } } }, slow.handler);
+    });
+    app.post('/outside', async () => ({ run: randomUUID() }));
+    await app.ready();
+    expect((await inject(app, '/a')).statusCode).toBe(400);
+    expect((await inject(app, '/b')).statusCode).toBe(200);
+    const k = key();
+    const b = await inject(app, '/b', { key: k });
+    expect((await inject(app, '/b', { key: k })).body).toBe(b.body);
+    const o = key();
+    expect((await inject(app, '/outside', { key: o })).body).not.toBe((await inject(app, '/outside', { key: o })).body);
+    const hints = [];
+    for (const url of ['/a', '/b-route']) {
+      const k2 = key();
+      const first = inject(app, url, { key: k2 });
+      await until(async () => slow.started() === hints.length + 1, `${url} started`);
+      hints.push((await inject(app, url, { key: k2 })).headers['retry-after']);
+      void first;
+    }
+    slow.open();
+    expect(hints).toEqual(['2', '3']);
+    await app.close();
+  });
+
+  it('names the fix when the plugin really is registered twice over the same routes', async () => {
+    const store = memoryStore();
+    const nested = Fastify();
+    await nested.register(idempotency, { store });
+    let thrown: unknown;
+    await nested.register(async (child) => {
+      await child.register(idempotency, { store, leaseMs: 5_000 });
+      try {
+        child.post('/group', async () => ({}));
+      } catch (error) {
+        thrown = error;
+      }
+    });
+    expect(thrown).toMatchObject({ code: 'ERR_IDEMKIT_MOUNTED_TWICE' });
+    expect((thrown as Error).message).toMatch(/registered twice for \/group/);
+    expect((thrown as Error).message).toContain('config: { idempotency: { … } }');
+    expect((thrown as Error).message).toContain('app.register(async (child) =>');
+    await nested.close();
   });
 });
 
