@@ -1,6 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { EngineOverrides, Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
@@ -364,5 +363,14 @@ async function readPayload(reply: FastifyReply, payload: unknown): Promise<Buffe
  * It protects the routes registered after it in the same scope and its children; the scope hook
  * receives the `FastifyRequest`, so it can read what an earlier onRequest hook (auth) has set.
  */
-export const idempotency = fp<IdempotencyOptions<FastifyRequest>>(plugin, { name: 'idemkit', fastify: '5.x' });
+export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>> = Object.assign(plugin, {
+  // What fastify-plugin would set, without a dependency for three properties. `skip-override`: not
+  // encapsulated, so the hooks belong to the context the plugin is registered in and cover the
+  // routes added next to it and in its children (sibling contexts each register their own).
+  [Symbol.for('skip-override')]: true,
+  [Symbol.for('fastify.display-name')]: 'idemkit',
+  // The name other plugins' `dependencies` and `app.hasPlugin('idemkit')` see, and the Fastify
+  // versions the plugin supports (checked at registration).
+  [Symbol.for('plugin-meta')]: { name: 'idemkit', fastify: '5.x' },
+});
 export default idempotency;

@@ -186,3 +186,24 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
     expect(await duplicate({ inFlight: 'wait', waitTimeoutMs: 1 })).toBe('1');
   });
 });
+
+describe('engine.withOverrides', () => {
+  it('derives an engine with a route\'s options, the rest as the parent\'s, the same store, and errors named as asked', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const parent = new IdempotencyEngine<FakeRequest>({ store, retryAfterMs: 2_000, methods: ['POST', 'PUT'] });
+    const derived = parent.withOverrides({ fingerprintFields: ['amount'], leaseMs: undefined });
+    expect(derived.options.fingerprintFields).toEqual(['amount']);
+    expect(derived.options.retryAfterMs).toBe(2_000);
+    expect(derived.options.leaseMs).toBe(parent.options.leaseMs);
+    expect(derived.covers('PUT')).toBe(true);
+    // One store: a key completed through the parent is replayed through the derived engine.
+    const first = await parent.decide(post('shared', '{"amount":1,"note":"a"}'), reader);
+    if (first.kind !== 'execute') throw new Error(`expected execute, got ${first.kind}`);
+    await first.execution.finish(201, {}, Buffer.from('done'), false);
+    expect((await derived.decide(post('shared', '{"amount":1,"note":"b"}'), reader)).kind).toBe('reject'); // found in the one store: the parent's record, fingerprinted on the whole body
+    expect((await derived.decide(post('fresh', '{"amount":1,"note":"a"}'), reader)).kind).toBe('execute');
+    expect(() => parent.withOverrides({ leaseMs: 5 }, { path: 'config.idempotency', suffix: ' of /orders' })).toThrow(
+      'Invalid option `config.idempotency.leaseMs of /orders`: expected an integer >= 10, got 5',
+    );
+  });
+});

@@ -650,6 +650,22 @@ describe('fastify per-route config', () => {
     await app.close();
   });
 
+  it('is not encapsulated: covers the routes beside it and in child contexts, and other plugins can depend on it by name', async () => {
+    const app = Fastify();
+    await app.register(idempotency, { store: memoryStore() });
+    app.post('/beside', async () => ({}));
+    await app.register(async (child) => {
+      child.post('/child', async () => ({}));
+    });
+    const dependent = Object.assign(async () => {}, { [Symbol.for('plugin-meta')]: { name: 'dependent', dependencies: ['idemkit'] } });
+    await app.register(dependent);
+    await app.ready();
+    expect(app.hasPlugin('idemkit')).toBe(true);
+    expect((await app.inject({ method: 'POST', url: '/beside' })).statusCode).toBe(400);
+    expect((await app.inject({ method: 'POST', url: '/child' })).statusCode).toBe(400);
+    await app.close();
+  });
+
   it('names the fix when the plugin really is registered twice over the same routes', async () => {
     const store = memoryStore();
     const nested = Fastify();
