@@ -196,6 +196,8 @@ describe('engine.withOverrides', () => {
     expect(derived.options.retryAfterMs).toBe(2_000);
     expect(derived.options.leaseMs).toBe(parent.options.leaseMs);
     expect(derived.covers('PUT')).toBe(true);
+    // One onError, so the logger's one line per distinct failure holds across routes.
+    expect(derived.options.onError).toBe(parent.options.onError);
     // One store: a key completed through the parent is replayed through the derived engine.
     const first = await parent.decide(post('shared', '{"amount":1,"note":"a"}'), reader);
     if (first.kind !== 'execute') throw new Error(`expected execute, got ${first.kind}`);
