@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, sep } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..');
@@ -87,5 +87,29 @@ describe('package metadata', () => {
     expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
     expect(pkg.files).toContain('LICENSE');
     expect(pkg.keywords).toContain('idempotency');
+  });
+});
+
+describe('the packed tarball', () => {
+  it('ships every file its source maps and its `idemkit-source` condition point at (issue 16, item 12)', () => {
+    if (!existsSync(join(root, 'dist'))) return;
+    const pack = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
+    expect(pack.status, pack.stderr).toBe(0);
+    const packed = new Set((JSON.parse(pack.stdout) as Array<{ files: Array<{ path: string }> }>)[0]!.files.map((f) => f.path));
+    const maps = [...packed].filter((path) => path.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(20);
+    const missing: string[] = [];
+    for (const map of maps) {
+      const { sources } = JSON.parse(readFileSync(join(root, map), 'utf8')) as { sources: string[] };
+      for (const source of sources) {
+        const target = join(dirname(map), source).split(sep).join('/');
+        if (!packed.has(target)) missing.push(`${map} → ${target}`);
+      }
+    }
+    for (const [name, conditions] of entries) {
+      const target = conditions['idemkit-source']!.replace(/^\.\//, '');
+      if (!packed.has(target)) missing.push(`exports["${name}"]["idemkit-source"] → ${target}`);
+    }
+    expect(missing).toEqual([]);
   });
 });

@@ -50,10 +50,13 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-describe.each([
+/** Every suite here runs on Express 5 and on Express 4. */
+const EXPRESS_VERSIONS = [
   ['express 5', express],
   ['express 4', express4],
-])('express adapter (%s)', (_name, lib) => {
+] as const;
+
+describe.each(EXPRESS_VERSIONS)('express adapter (%s)', (_name, lib) => {
   let store: MemoryStore;
   let executions = 0;
   const apps: TestApp[] = [];
@@ -649,10 +652,7 @@ describe.each([
   });
 });
 
-describe.each([
-  ['express 5', express],
-  ['express 4', express4],
-])('problemErrorHandler (%s): errors answer problem+json, never a stack', (_name, lib) => {
+describe.each(EXPRESS_VERSIONS)('problemErrorHandler (%s): errors answer problem+json, never a stack', (_name, lib) => {
   let store: MemoryStore;
   let executions = 0;
   const reported: unknown[] = [];

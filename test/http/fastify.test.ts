@@ -37,6 +37,15 @@ async function post(url: string, init: { key?: string; body?: BodyInit; type?: s
 
 const json = (body: unknown) => ({ body: JSON.stringify(body), type: 'application/json' });
 
+
+/** A Fastify app with the plugin on a memory store, and a handler that answers how many times it ran. */
+async function appCountingRuns() {
+  const app = Fastify();
+  await app.register(idempotency, { store: memoryStore() });
+  const counter = { runs: 0 };
+  return { app, counter, handler: async () => ({ run: ++counter.runs }) };
+}
+
 describe('fastify adapter', () => {
   let store: MemoryStore;
   let executions = 0;
@@ -527,10 +536,7 @@ describe('fastify per-route config', () => {
   });
 
   it('a route\'s fingerprintFields replays a key whose other fields changed; the plugin\'s whole-body fingerprint answers 422', async () => {
-    const app = Fastify();
-    await app.register(idempotency, { store: memoryStore() });
-    let runs = 0;
-    const handler = async () => ({ run: ++runs });
+    const { app, handler } = await appCountingRuns();
     app.post('/amount', { config: { idempotency: { fingerprintFields: ['amount'] } } }, handler);
     app.post('/whole', handler);
     for (const url of ['/amount', '/whole']) {
@@ -550,10 +556,7 @@ describe('fastify per-route config', () => {
   });
 
   it('a route\'s scope keeps tenants apart; the plugin\'s single scope shares the key', async () => {
-    const app = Fastify();
-    await app.register(idempotency, { store: memoryStore() });
-    let runs = 0;
-    const handler = async () => ({ run: ++runs });
+    const { app, handler, counter } = await appCountingRuns();
     app.post('/tenant', { config: { idempotency: { scope: (request) => String(request.headers['x-tenant']) } } }, handler);
     app.post('/global', handler);
     const k = key();
@@ -564,7 +567,7 @@ describe('fastify per-route config', () => {
     const g = key();
     const ga = await inject(app, '/global', { key: g, headers: { 'x-tenant': 'a' } });
     expect((await inject(app, '/global', { key: g, headers: { 'x-tenant': 'b' } })).body).toBe(ga.body);
-    expect(runs).toBe(3);
+    expect(counter.runs).toBe(3);
     await app.close();
   });
 
