@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
+import semver from 'semver';
 import { describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..');
@@ -111,5 +112,24 @@ describe('the packed tarball', () => {
       if (!packed.has(target)) missing.push(`exports["${name}"]["idemkit-source"] → ${target}`);
     }
     expect(missing).toEqual([]);
+  });
+});
+
+describe('Node 20, as the README promises (issue 16, item 15)', () => {
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean; optional?: boolean; engines?: { node?: string } }>;
+  };
+  const refusing = (version: string, which: (entry: { dev?: boolean }) => boolean) =>
+    Object.entries(lock.packages)
+      .filter(([name, entry]) => name !== '' && which(entry) && entry.engines?.node !== undefined)
+      .filter(([, entry]) => !semver.satisfies(version, entry.engines!.node!))
+      .map(([name, entry]) => `${name} wants node ${entry.engines!.node}`);
+
+  it('every runtime dependency runs on Node 20.0', () => {
+    expect(refusing('20.0.0', (entry) => entry.dev !== true)).toEqual([]);
+  });
+
+  it('npm ci of the repository warns of no engine on Node 20.19+ (EBADENGINE: cookie@2, @nats-io/nuid@3 were overridden)', () => {
+    expect(refusing('20.19.0', () => true)).toEqual([]);
   });
 });
