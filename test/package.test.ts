@@ -12,6 +12,9 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   files: string[];
   license: string;
   keywords?: string[];
+  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional?: boolean }>;
 };
 const entries = Object.entries(pkg.exports).filter((e): e is [string, Record<string, string>] => typeof e[1] === 'object');
 
@@ -131,5 +134,14 @@ describe('Node 20, as the README promises (issue 16, item 15)', () => {
 
   it('npm ci of the repository warns of no engine on Node 20.19+ (EBADENGINE: cookie@2, @nats-io/nuid@3 were overridden)', () => {
     expect(refusing('20.19.0', () => true)).toEqual([]);
+  });
+});
+
+describe('what an application installs with idemkit (issue 16, item 14)', () => {
+  it('is one small runtime dependency (the key header parser); YAML and Fastify helpers are not among them', () => {
+    expect(Object.keys(pkg.dependencies)).toEqual(['structured-headers']);
+    // `idemkit check --config x.yaml` loads `yaml` only then, as an optional peer.
+    expect(pkg.peerDependencies.yaml).toBeDefined();
+    expect(pkg.peerDependenciesMeta.yaml?.optional).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
+import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { closestName, isHttpToken } from '../core/option-reader.js';
 import { CheckConfigError } from './errors.js';
 import { DEFAULT_BODY, DEFAULT_MAX_RESPONSE_BYTES } from './race.js';
@@ -113,6 +113,18 @@ export function resolveConfig(config: CheckConfig): ResolvedConfig {
   };
 }
 
+/**
+ * The `yaml` package's parser, loaded only for a YAML config file: it is an optional peer
+ * dependency, so that an application importing idemkit does not install a YAML parser it never uses.
+ */
+function yamlParser(path: string): (source: string) => unknown {
+  try {
+    return (createRequire(import.meta.url)('yaml') as { parse: (source: string) => unknown }).parse;
+  } catch {
+    throw new CheckConfigError(`config file ${path}: reading YAML needs the \`yaml\` package (npm install --save-dev yaml), or write the config as JSON (a .json file)`);
+  }
+}
+
 /** Reads a JSON or YAML config file (by extension; YAML is a superset, so anything else parses as YAML). */
 export function loadConfigFile(path: string): Partial<CheckConfig> {
   let source: string;
@@ -123,7 +135,7 @@ export function loadConfigFile(path: string): Partial<CheckConfig> {
   }
   let value: unknown;
   try {
-    value = path.endsWith('.json') ? JSON.parse(source) : parseYaml(source);
+    value = path.endsWith('.json') ? JSON.parse(source) : yamlParser(path)(source);
   } catch (error) {
     throw new CheckConfigError(`config file ${path}: ${(error as Error).message}`);
   }
