@@ -153,12 +153,17 @@ describe('engine.decide answers every request with one result', () => {
 });
 
 describe("a 409's Retry-After is the retry hint, not the lease", () => {
-  /** Claims `k` and leaves it running, then answers what a duplicate gets. */
-  async function duplicate(options: Partial<ConstructorParameters<typeof IdempotencyEngine<FakeRequest>>[0]> = {}) {
-    const store = memoryStore({ sweepIntervalMs: 0 });
+  /**
+   * Claims `k` and leaves it running, then answers what a duplicate gets `elapsedMs` later on the
+   * store's clock (a fixed, injected clock: the lease left is exact, whatever the machine's load).
+   */
+  async function duplicate(options: Partial<ConstructorParameters<typeof IdempotencyEngine<FakeRequest>>[0]> = {}, elapsedMs = 0) {
+    let now = 1_700_000_000_000;
+    const store = memoryStore({ sweepIntervalMs: 0, clock: () => now });
     const engine = new IdempotencyEngine<FakeRequest>({ store, ...options });
     const first = await engine.decide(post('k'), reader);
     expect(first.kind).toBe('execute');
+    now += elapsedMs;
     const second = await engine.decide(post('k'), reader);
     if (first.kind === 'execute') await first.execution.finish(201, {}, Buffer.from('{}'));
     store.close();
@@ -179,7 +184,10 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
   });
 
   it('is never more than what is left of the lease', async () => {
-    expect(Number(await duplicate({ leaseMs: 2_000, retryAfterMs: 10_000 }))).toBeLessThanOrEqual(2);
+    expect(await duplicate({ leaseMs: 2_000, retryAfterMs: 10_000 })).toBe('2');
+    // 1.5 s into a 2 s lease, 0.5 s is left: rounded up to the 1 s floor, not the 10 s hint.
+    expect(await duplicate({ leaseMs: 2_000, retryAfterMs: 10_000 }, 1_500)).toBe('1');
+    expect(await duplicate({ leaseMs: 4_000, retryAfterMs: 10_000 }, 1_500)).toBe('3');
   });
 
   it("is the hint too when `inFlight: 'wait'` gives up", async () => {
