@@ -12,16 +12,18 @@ import { fingerprint } from './fingerprint.js';
 import { Deadlines } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
-import type { IdempotencyOptions, ResolvedOptions } from './options.js';
+import type { EngineOptions, IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { ReaderSettings } from './option-reader.js';
 import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
 import { REPRESENTATION_HEADERS } from './response.js';
 import { isReservedScope } from './namespaces.js';
 import { Execution } from './execution.js';
+import type { EventSink } from './events.js';
+import { since } from './events.js';
 
 export { Execution } from './execution.js';
-export type { AbandonedCheck, FencedTransaction, IdempotencyContext, WatchedResponse } from './execution.js';
+export type { AbandonedCheck, ContextFor, FencedTransaction, HandlerTx, IdempotencyContext, WatchedResponse } from './execution.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
@@ -131,10 +133,10 @@ export class IdempotencyEngine<Req = unknown> {
   private readonly claimOptions: ClaimOptions;
   private readonly shared: Shared;
   /** The options as given, which `withOverrides` overrides. */
-  private readonly given: IdempotencyOptions<Req>;
+  private readonly given: EngineOptions<Req>;
 
   /** `naming` and `parent` are `withOverrides`'s: call it rather than passing them. */
-  constructor(options: IdempotencyOptions<Req>, naming?: ReaderSettings, parent?: IdempotencyEngine<Req>) {
+  constructor(options: EngineOptions<Req>, naming?: ReaderSettings, parent?: IdempotencyEngine<Req>) {
     const resolved = resolveOptions(options, naming);
     // A derived engine reports through its parent's onError, so that the logger's rate limit (one
     // line per distinct failure) holds across every route rather than per route.
@@ -164,7 +166,7 @@ export class IdempotencyEngine<Req = unknown> {
     const merged: Record<string, unknown> = { ...this.given };
     // An override left undefined keeps the parent's value rather than falling back to the default.
     for (const [name, value] of Object.entries(overrides)) if (value !== undefined) merged[name] = value;
-    return new IdempotencyEngine<Req>(merged as unknown as IdempotencyOptions<Req>, naming, this);
+    return new IdempotencyEngine<Req>(merged as unknown as EngineOptions<Req>, naming, this);
   }
 
   covers(method: string): boolean {
@@ -208,7 +210,9 @@ export class IdempotencyEngine<Req = unknown> {
       if (key === undefined) return PASSED;
       read = reader.readBody(request, this.options.maxBodyBytes);
     } catch (error) {
-      return error instanceof IdempotencyHttpError ? Promise.resolve({ kind: 'reject', error }) : Promise.reject(error as Error);
+      if (!(error instanceof IdempotencyHttpError)) return Promise.reject(error as Error);
+      this.rejected(error, method, request, reader);
+      return Promise.resolve({ kind: 'reject', error });
     }
     // The adapter awaits the claim's own promise: no async layer in between.
     return this.claim(request, key, method, reader, read);
@@ -245,27 +249,35 @@ export class IdempotencyEngine<Req = unknown> {
       scope = typeof scoped === 'string' ? scoped : await scoped;
     } catch (error) {
       // A body over the limit, or a problem the scope hook chose to throw.
-      if (error instanceof IdempotencyHttpError) return { kind: 'reject', error };
-      throw error;
+      if (!(error instanceof IdempotencyHttpError)) throw error;
+      return this.rejected(error, method, request, reader);
     }
     if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
     // A lone surrogate cannot be stored as text losslessly (pg turns it into U+FFFD, so two
     // tenants would share records): such a scope is refused before anything is claimed.
     if (!scope.isWellFormed()) {
-      return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)') };
+      return this.rejected(new InvalidScopeError('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)'), method, request, reader);
     }
     // Scopes starting with U+001F hold idemkit's own records (consume-once messages): no request
     // may address them, whatever its tenant id is.
     if (isReservedScope(scope)) {
-      return { kind: 'reject', error: new InvalidScopeError('the `scope` hook returned a scope that starts with U+001F, which idemkit reserves for its own records') };
+      return this.rejected(
+        new InvalidScopeError('the `scope` hook returned a scope that starts with U+001F, which idemkit reserves for its own records'),
+        method,
+        request,
+        reader,
+      );
     }
     const ref: RecordRef = { scope, key };
     const facts: RequestFacts = { method, path: reader.path(request), contentType: reader.contentType(request), body: body.body, parsedJson: body.parsedJson };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });
     const deadline = Date.now() + options.waitTimeoutMs;
+    const { events } = options;
     let pollMs = WAIT_POLL_MIN_MS;
     for (;;) {
       let claim: Claim;
+      // Only a listener makes the engine read a clock for it.
+      const claimedFrom = events === undefined ? 0 : performance.now();
       try {
         claim = await this.deadlines.bound(
           options.store.claim(ref, fp, this.claimOptions),
@@ -278,23 +290,31 @@ export class IdempotencyEngine<Req = unknown> {
       } catch (error) {
         // A scope the store cannot keep (too long for its column, say) is the request's problem,
         // not an outage: never a 503, and never a reason for failOpen to run unprotected.
-        if (error instanceof InvalidRecordRefError && error.field === 'scope') return { kind: 'reject', error: new InvalidScopeError(error.reason) };
+        if (error instanceof InvalidRecordRefError && error.field === 'scope') return this.rejected(new InvalidScopeError(error.reason), method, request, reader);
+        if (events?.wants('storeError')) events.emit('storeError', { operation: 'claim', error, request: events.request(scope, key, method, facts.path) });
         return this.storeDown(error, body);
       }
       switch (claim.kind) {
         case 'completed':
+          if (events?.wants('replay')) events.emit('replay', { ...events.request(scope, key, method, facts.path), status: claim.response.status, storeMs: since(claimedFrom) });
           return { kind: 'replay', response: claim.response };
         case 'mismatch':
+          if (events?.wants('mismatch')) events.emit('mismatch', { ...events.request(scope, key, method, facts.path), status: 422, storeMs: since(claimedFrom) });
           return { kind: 'reject', error: new KeyMismatchError() };
         case 'acquired':
-          if (options.transactional) return this.startTransactionalExecution(ref, claim, body);
-          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines), body };
+          if (events !== undefined) this.acquired(events, claim, facts, ref, since(claimedFrom));
+          if (options.transactional) return this.startTransactionalExecution(ref, claim, body, facts);
+          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines, facts), body };
         case 'in_flight': {
           const remaining = deadline - Date.now();
           if (options.inFlight === 'conflict' || remaining <= 0) {
             // The hint is how long the original likely takes (`retryAfterMs`), bounded by what is
             // left of its lease: after that a retry takes over anyway.
-            return { kind: 'reject', error: new KeyInFlightError(Math.min(options.retryAfterMs, claim.retryAfterMs)) };
+            const retryAfterMs = Math.min(options.retryAfterMs, claim.retryAfterMs);
+            if (events?.wants('conflict')) {
+              events.emit('conflict', { ...events.request(scope, key, method, facts.path), status: 409, retryAfterMs, storeMs: since(claimedFrom) });
+            }
+            return { kind: 'reject', error: new KeyInFlightError(retryAfterMs) };
           }
           // Waiters poll far more often than the hint: a short handler's result is replayed soon
           // after it lands, and the lease's end (a takeover) is never overslept.
@@ -305,10 +325,34 @@ export class IdempotencyEngine<Req = unknown> {
     }
   }
 
+  /** Tells `execute` (and `takeover`) listeners about a claim. */
+  private acquired(events: EventSink, claim: Extract<Claim, { kind: 'acquired' }>, facts: RequestFacts, ref: RecordRef, storeMs: number): void {
+    const who = events.request(ref.scope, ref.key, facts.method, facts.path);
+    if (claim.takeover && events.wants('takeover')) events.emit('takeover', { ...who, resumeFrom: claim.resumeFrom });
+    events.emit('execute', { ...who, takeover: claim.takeover, storeMs });
+  }
+
+  /** A request refused before anything was claimed: told to `rejected` listeners, answered with its problem. */
+  private rejected<Body extends RequestBody<Req>>(
+    error: IdempotencyHttpError,
+    method: string,
+    request: Req,
+    reader: RequestReader<Req, Body>,
+  ): Decision<Req, Body> {
+    const { events } = this.options;
+    if (events?.wants('rejected')) {
+      const path = reader.path(request);
+      const query = path.indexOf('?');
+      events.emit('rejected', { status: error.status, code: error.code, method, path: query === -1 ? path : path.slice(0, query) });
+    }
+    return { kind: 'reject', error };
+  }
+
   private async startTransactionalExecution<Body extends RequestBody<Req>>(
     ref: RecordRef,
     claim: Extract<Claim, { kind: 'acquired' }>,
     body: Body,
+    facts: RequestFacts,
   ): Promise<Decision<Req, Body>> {
     const store = this.options.store as TransactionalStore;
     let transaction: StoreTransaction<unknown>;
@@ -319,9 +363,13 @@ export class IdempotencyEngine<Req = unknown> {
       transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     } catch (error) {
       await store.release(ref, claim.token).catch(this.options.onError);
+      const { events } = this.options;
+      if (events?.wants('storeError')) {
+        events.emit('storeError', { operation: 'beginTransaction', error, request: events.request(ref.scope, ref.key, facts.method, facts.path) });
+      }
       return this.storeDown(error, body);
     }
-    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines), body };
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines, facts), body };
   }
 
   private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {

@@ -11,17 +11,29 @@ import {
 import type { Deadlines } from './deadlines.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import type { ResolvedOptions } from './options.js';
-import type { Claim, RecordRef, StoreTransaction, StoredResponse } from './store.js';
+import type { Claim, RecordRef, StoreTransaction, StoredResponse, TxOf } from './store.js';
 import { isTransactionalStore } from './store.js';
 import type { ResponseHeaders } from './response.js';
 import { toStoredResponse, toStoredResponseFromRecord } from './response.js';
 import { fenceHandle } from './tx-fence.js';
+import type { CompleteEvent, EventRequest, EventSink, LeaseLostEvent } from './events.js';
+import { since } from './events.js';
+
+/** The request an execution serves, as events name it (the engine's `RequestFacts` fits). */
+export interface RequestOrigin {
+  readonly method: string;
+  readonly path: string;
+}
 
 /** Tells, at each lease-keeper tick, whether the answer went out without `finish` (a hijacked reply). */
 export type AbandonedCheck<Target> = (target: Target) => boolean;
 
-/** What the handler sees of its idempotency context. */
-export interface IdempotencyContext<Tx = unknown> {
+/**
+ * What the handler sees of its idempotency context. `Tx` is `ctx.tx`'s type (the store's
+ * transaction object in transactional mode, `undefined` outside it); `StoreTx` is what
+ * `beginTransaction` hands out. Adapters derive both from the store they are given (`ContextFor`).
+ */
+export interface IdempotencyContext<Tx = unknown, StoreTx = Tx> {
   readonly key: string;
   readonly scope: string;
   /** True when an earlier owner's lease ran out and this request took over. */
@@ -48,7 +60,7 @@ export interface IdempotencyContext<Tx = unknown> {
    * Refused in transactional mode (the whole request is already one transaction, which a phase
    * commit would break) and on a store without transactions.
    */
-  beginTransaction(): Promise<FencedTransaction<Tx>>;
+  beginTransaction(): Promise<FencedTransaction<StoreTx>>;
   /**
    * Ends the request without a stored result but keeps its recovery points: the response is sent
    * and not stored, the record stays in flight and its lease is given up at once, so a retry (or a
@@ -56,6 +68,20 @@ export interface IdempotencyContext<Tx = unknown> {
    */
   suspend(): void;
 }
+
+/**
+ * `ctx.tx`'s type for a store and a `transactional` setting: the store's transaction object when
+ * `transactional: true`, `undefined` when it is off (or left out), either when it is only known
+ * to be a boolean.
+ */
+export type HandlerTx<Store, Transactional extends boolean> = [Transactional] extends [true]
+  ? TxOf<Store>
+  : [Transactional] extends [false]
+    ? undefined
+    : TxOf<Store> | undefined;
+
+/** The idempotency context an adapter given `store` and `transactional` hands its handlers. */
+export type ContextFor<Store, Transactional extends boolean> = IdempotencyContext<HandlerTx<Store, Transactional>, TxOf<Store>>;
 
 /** A store transaction bound to one claimed record: `checkpoint` is fenced by its owner token. */
 export interface FencedTransaction<Tx = unknown> {
@@ -84,6 +110,9 @@ export class Execution {
   private watched: object | undefined;
   private abandoned: AbandonedCheck<never> | undefined;
   private readonly startedAt = Date.now();
+  /** The request's method and path, for events; its `performance.now()` at the claim when someone listens. */
+  private readonly origin: RequestOrigin | undefined;
+  private readonly claimedAt: number;
   /** Closed when the execution ends (or runs past `maxExecutionMs`): `ctx.tx` refuses use from then on. */
   private readonly fence: { closedBecause: string | undefined } = { closedBecause: undefined };
   /** Past `maxExecutionMs`: no longer renewed; in transactional mode already rolled back. */
@@ -100,8 +129,11 @@ export class Execution {
     transaction: StoreTransaction<unknown> | undefined,
     keeper: LeaseKeeper,
     deadlines: Deadlines,
+    origin?: RequestOrigin,
   ) {
     this.options = options;
+    this.origin = origin;
+    this.claimedAt = options.events === undefined ? 0 : performance.now();
     this.keeper = keeper;
     this.deadlines = deadlines;
     this.ref = ref;
@@ -203,9 +235,14 @@ export class Execution {
         if (!ok) {
           this.leaseLost = true;
           this.stopRenewal();
+          this.tellLeaseLost('renew');
         }
       },
-      (error: unknown) => onError(error),
+      (error: unknown) => {
+        onError(error);
+        const { events } = this.options;
+        if (events?.wants('storeError')) events.emit('storeError', { operation: 'renew', error, request: this.who(events) });
+      },
     );
   }
 
@@ -255,28 +292,54 @@ export class Execution {
   private async store(response: StoredResponse, threw: boolean): Promise<IdempotencyHttpError | undefined> {
     if (this.finished) return undefined;
     this.end();
+    const { events } = this.options;
+    if (events === undefined) return this.complete(response, threw);
+    const answeredAt = performance.now();
+    const outcome = await this.complete(response, threw, events);
+    events.emit('complete', {
+      ...this.who(events),
+      outcome: this.outcome,
+      status: response.status,
+      bodyBytes: response.body?.byteLength ?? 0,
+      handlerMs: Math.round((answeredAt - this.claimedAt) * 10) / 10,
+      storeMs: since(answeredAt),
+    });
+    return outcome;
+  }
+
+  /** How the request ended, for the `complete` event (set by `complete`). */
+  private outcome: CompleteEvent['outcome'] = 'stored';
+
+  private async complete(response: StoredResponse, threw: boolean, events?: EventSink): Promise<IdempotencyHttpError | undefined> {
     const { store, onError } = this.options;
     const tx = this.transaction;
     if (tx !== undefined && this.overtime) {
       // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
+      this.outcome = 'released';
       await this.releaseQuietly();
       return new ExecutionTimeoutHttpError(this.options.maxExecutionMs, 'nothing');
     }
     const failed = threw || (tx !== undefined && response.status >= 500);
     if (this.suspended) {
+      this.outcome = 'suspended';
       if (tx) await tx.rollback().catch(onError);
       await this.yieldLease();
       return undefined;
     }
     if (this.discarded || (tx !== undefined && failed)) {
+      this.outcome = 'released';
       if (tx) await tx.rollback().catch(onError);
       await this.releaseQuietly();
       return undefined;
     }
     // Each store applies its own size limit (fitResponse) when it writes the record.
+    this.outcome = (response.body?.byteLength ?? 0) > store.maxResponseBytes ? 'omitted' : 'stored';
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').catch(onError);
+      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').catch((error: unknown) => {
+        onError(error);
+        if (events !== undefined) this.completionFailed(events, error);
+      });
       return undefined;
     }
     try {
@@ -289,10 +352,28 @@ export class Execution {
     } catch (error) {
       await this.deadlines.bound(tx.rollback(), 'rollback').catch(() => {});
       onError(error);
+      if (events !== undefined) this.completionFailed(events, error);
       if (error instanceof LeaseLostError) return new LeaseLostError(undefined, { cause: error });
       await this.releaseQuietly();
       return new StoreUnavailableError(undefined, { cause: error });
     }
+  }
+
+  /** The store did not take the completion: a lost lease (fenced out by the token), or a store error. */
+  private completionFailed(events: EventSink, error: unknown): void {
+    this.outcome = 'failed';
+    if (error instanceof LeaseLostError) this.tellLeaseLost('complete');
+    else if (events.wants('storeError')) events.emit('storeError', { operation: 'complete', error, request: this.who(events) });
+  }
+
+  private tellLeaseLost(during: LeaseLostEvent['during']): void {
+    const { events } = this.options;
+    if (events?.wants('leaseLost')) events.emit('leaseLost', { ...this.who(events), during });
+  }
+
+  /** The request as events name it. */
+  private who(events: EventSink): EventRequest {
+    return events.request(this.ref.scope, this.ref.key, this.origin?.method ?? '', this.origin?.path ?? '');
   }
 
   /** Ends the execution without a result (the handler was abandoned before producing one). */
@@ -302,6 +383,11 @@ export class Execution {
     if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
     if (this.suspended) await this.yieldLease();
     else await this.releaseQuietly();
+    const { events } = this.options;
+    if (events?.wants('complete')) {
+      const handlerMs = since(this.claimedAt);
+      events.emit('complete', { ...this.who(events), outcome: this.suspended ? 'suspended' : 'released', status: 0, bodyBytes: 0, handlerMs, storeMs: 0 });
+    }
   }
 
   /** A suspended request keeps its record and recovery points; the lease ends now, so a retry may resume. */

@@ -1,15 +1,28 @@
+import type { IdempotencyEvents } from './events.js';
+import { EVENT_NAMES, EventSink } from './events.js';
 import type { KeyPolicy } from './key.js';
 import type { IdempotencyLogger } from './logger.js';
 import { consoleLogger, FailureReporter } from './logger.js';
 import type { ReaderSettings } from './option-reader.js';
 import { isHttpToken, optionReader } from './option-reader.js';
-import type { IdempotencyStore } from './store.js';
+import type { IdempotencyStore, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
 
-/** Options shared by every adapter; `Req` is the adapter's native request type. */
-export interface IdempotencyOptions<Req = unknown> {
+/**
+ * What `transactional` may be for a store: `false` for a store without transactions (so that
+ * `transactional: true` with a Redis or memory store is a type error, not only a start-up one),
+ * any boolean for a SQL store or a store whose type is not known more precisely.
+ */
+export type TransactionalFlag<Store> = IdempotencyStore extends Store ? boolean : Store extends TransactionalStore ? boolean : false;
+
+/**
+ * Options shared by every adapter; `Req` is the adapter's native request type. `Store` and
+ * `Transactional` are inferred from `store` and `transactional`, so that `ctx.tx` gets the store's
+ * transaction type (see `ContextFor`); nobody needs to write them.
+ */
+export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStore = IdempotencyStore, Transactional extends boolean = boolean> {
   /** Where records live. Required. */
-  readonly store: IdempotencyStore;
+  readonly store: Store;
   /**
    * Methods the decision matrix applies to; others pass through untouched.
    * @default ['POST', 'PATCH']
@@ -102,7 +115,7 @@ export interface IdempotencyOptions<Req = unknown> {
    * transaction. Requires a SQL store. A thrown error or a 5xx answer rolls back and releases the key.
    * @default false
    */
-  readonly transactional?: boolean;
+  readonly transactional?: Transactional & TransactionalFlag<Store>;
   /**
    * How long a store operation on the request path (claim, begin, complete) may take before the
    * store counts as unreachable (503 before the handler runs), in ms. Keeps a hung connection
@@ -130,13 +143,35 @@ export interface IdempotencyOptions<Req = unknown> {
    * @default console
    */
   readonly logger?: IdempotencyLogger;
+  /**
+   * Listeners told what the middleware decided for each request: `execute`, `takeover`, `replay`,
+   * `conflict` (409), `mismatch` (422), `rejected` (400/413 before a claim), `leaseLost`,
+   * `complete` (stored, omitted, released…, with sizes and durations) and `storeError`. Each
+   * carries scope, key, method and path. Events nobody listens to are never built.
+   * @default {} (none)
+   */
+  readonly events?: IdempotencyEvents;
+  /**
+   * Events carry a stable hash of scope and key (`sha256:…`) instead of the key itself, for logs
+   * that must not hold client-chosen identifiers.
+   * @default false
+   */
+  readonly redactKeys?: boolean;
 }
+
+/**
+ * The options as the engine takes them, from any adapter: `transactional` is checked against the
+ * store when the adapter's caller writes the options, and at start-up by the engine.
+ */
+export type EngineOptions<Req = unknown> = Omit<IdempotencyOptions<Req>, 'transactional'> & { readonly transactional?: boolean };
 
 /**
  * The options with every default filled in. Derived from `IdempotencyOptions`: an option is
  * declared there once, and only the ones resolved into another shape are restated here.
  */
-export type ResolvedOptions<Req> = Readonly<Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'replayHeaders'>>> & {
+export type ResolvedOptions<Req> = Readonly<Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'replayHeaders' | 'events'>>> & {
+  /** Undefined when nobody listens: the request path then builds no event. */
+  readonly events: EventSink | undefined;
   /** Upper-cased. */
   readonly methods: ReadonlySet<string>;
   readonly fingerprintFields: readonly string[] | undefined;
@@ -182,7 +217,7 @@ function reporting(hook: (error: unknown) => void, logger: IdempotencyLogger): (
  * option. `naming` names the options another way in errors (a Fastify route's
  * `config.idempotency.leaseMs of /orders`).
  */
-export function resolveOptions<Req>(options: IdempotencyOptions<Req>, naming?: ReaderSettings): ResolvedOptions<Req> {
+export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: ReaderSettings): ResolvedOptions<Req> {
   const read = optionReader('idempotency()', options, naming);
   const store = read.value('store');
   if (!store || typeof store.claim !== 'function' || typeof store.complete !== 'function') {
@@ -210,6 +245,9 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, naming?: R
     if (NEVER_REPLAYED.has(name.toLowerCase())) read.fail('replayHeaders', 'set-cookie is never replayed');
     replayHeaders.add(name.toLowerCase());
   }
+  const events = read.object('events');
+  for (const name of EVENT_NAMES) events?.function(name);
+  events?.done();
   const transactional = read.boolean('transactional', { default: false });
   if (transactional && !isTransactionalStore(store)) {
     read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
@@ -236,7 +274,13 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, naming?: R
     failOpen: read.boolean('failOpen', { default: false }),
     onError: reporting(read.function('onError', { default: () => {} }), read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger),
     logger: read.value('logger') ?? consoleLogger,
+    redactKeys: read.boolean('redactKeys', { default: false }),
+    events: undefined,
   };
   read.done();
+  const listeners = read.value('events') ?? {};
+  if (EVENT_NAMES.some((name) => listeners[name] !== undefined)) {
+    return { ...resolved, events: new EventSink(listeners, resolved.redactKeys, resolved.onError) };
+  }
   return resolved;
 }

@@ -89,6 +89,14 @@ export interface TransactionalStore<Tx = unknown> extends IdempotencyStore {
   beginTransaction(): Promise<StoreTransaction<Tx>>;
 }
 
+/**
+ * The transaction object a store's transactions hand out (`ctx.tx`, a phase's `tx`): a
+ * `pg.PoolClient` for a PostgreSQL store over a pg Pool, the better-sqlite3 `Database` for a
+ * SQLite store, `never` for a store without transactions. Adapters derive `ctx.tx` from it, so a
+ * handler's transaction type follows the store it was given.
+ */
+export type TxOf<S> = S extends TransactionalStore<infer Tx> ? Tx : never;
+
 export function isTransactionalStore(store: IdempotencyStore): store is TransactionalStore {
   return typeof (store as Partial<TransactionalStore>).beginTransaction === 'function';
 }

@@ -2,6 +2,7 @@ import type { OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { Execution, IdempotencyEngine } from '../core/engine.js';
+import type { RegisteredContext } from '../core/index.js';
 import { isNullBodyStatus } from '../core/response.js';
 import type { ParsedRequest } from './express-body.js';
 import { sendProblem, watchResponse } from './node-response.js';
@@ -231,7 +232,8 @@ function requestAccessors(req: Request): boolean {
 export function attach(req: Request, res: Response, exchange: Exchange): void {
   exchanges.set(res, exchange);
   if (req.res === res && requestAccessors(req)) return;
-  req.idempotency = exchange.execution?.context;
+  // Typed as the application registered its store (`Register`); the engine's is untyped.
+  req.idempotency = exchange.execution?.context as RegisteredContext | undefined;
   if (exchange.rawBody === undefined) return;
   req.rawBody = exchange.rawBody;
   (req as ParsedRequest)._body = true;

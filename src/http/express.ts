@@ -1,5 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { IdempotencyContext, RequestReader } from '../core/engine.js';
+import type { ContextFor, RequestReader } from '../core/engine.js';
+import type { RegisteredContext } from '../core/index.js';
+import type { IdempotencyStore } from '../core/store.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import { MountedTwiceError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
@@ -11,15 +13,20 @@ import { sendProblem, sendReplay } from './node-response.js';
 
 export { problemErrorHandler } from './express-problem.js';
 export type { ProblemErrorHandlerOptions } from './express-problem.js';
-export type { IdempotencyContext } from '../core/engine.js';
+export type { ContextFor, IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
+export type { Register } from '../core/index.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's own extension point for `req`.
   namespace Express {
     interface Request {
-      /** The idempotency context of a protected request; undefined when the request passed through. */
-      idempotency?: IdempotencyContext;
+      /**
+       * The idempotency context of a protected request; undefined when the request passed through.
+       * Its `tx` is typed by the store registered through `Register` (`unknown` until then); the
+       * middleware's own `context(req)` needs no registration.
+       */
+      idempotency?: RegisteredContext;
       /** The request body bytes, when the idempotency middleware read them. */
       rawBody?: Buffer;
     }
@@ -35,11 +42,23 @@ const reader: RequestReader<Request, ExpressBody> = {
   readBody: requestBody,
 };
 
+/** The middleware, with a typed reader of the context it gives each request. */
+export interface IdempotencyMiddleware<Context> {
+  (req: Request, res: Response, next: NextFunction): void;
+  /**
+   * The idempotency context of a request this middleware protects (undefined when it passed
+   * through), with `tx` typed by the store and `transactional` option the middleware was given.
+   */
+  context(req: Request): Context | undefined;
+}
+
 /**
  * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
  * authentication (its `scope` hook receives the Express request) and before or after the body parsers.
  */
-export function idempotency(options: IdempotencyOptions<Request>) {
+export function idempotency<Store extends IdempotencyStore, Transactional extends boolean = false>(
+  options: IdempotencyOptions<Request, Store, Transactional>,
+): IdempotencyMiddleware<ContextFor<Store, Transactional>> {
   const engine = new IdempotencyEngine<Request>(options);
 
   async function decideAndRun(req: Request, res: Response, next: NextFunction): Promise<void> {
@@ -63,7 +82,7 @@ export function idempotency(options: IdempotencyOptions<Request>) {
     }
   }
 
-  return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
+  function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
     if (engine.passesAtOnce(req, reader)) return next();
     if (isCaptured(res)) {
       // Two of these on one request (app-level and route-level, say) would claim twice.
@@ -71,5 +90,9 @@ export function idempotency(options: IdempotencyOptions<Request>) {
     }
     // Express 4 ignores a middleware's promise, so a rejection must reach `next` by hand.
     decideAndRun(req, res, next).catch(next);
-  };
+  }
+
+  return Object.assign(idempotencyMiddleware, {
+    context: (req: Request) => req.idempotency as ContextFor<Store, Transactional> | undefined,
+  });
 }

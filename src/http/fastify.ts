@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import type { EngineOverrides, Execution, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
+import type { EngineOverrides, Execution, RequestBody, RequestReader } from '../core/engine.js';
+import type { RegisteredContext } from '../core/index.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
@@ -11,7 +12,8 @@ import { isNullBodyStatus, replayBody, replayHeaderRecord } from '../core/respon
 import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
-export type { IdempotencyContext } from '../core/engine.js';
+export type { ContextFor, IdempotencyContext } from '../core/engine.js';
+export type { Register } from '../core/index.js';
 export type { IdempotencyOptions } from '../core/options.js';
 
 /**
@@ -49,8 +51,11 @@ const PLUGIN_OPTIONS: ReadonlySet<string> = new Set([
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The idempotency context of a protected request; undefined when the request passed through. */
-    idempotency: IdempotencyContext | undefined;
+    /**
+     * The idempotency context of a protected request; undefined when the request passed through.
+     * Its `tx` is typed by the store registered through idemkit's `Register` (`unknown` until then).
+     */
+    idempotency: RegisteredContext | undefined;
   }
   interface FastifyContextConfig {
     idempotency?: boolean | IdempotencyRouteConfig;
@@ -188,7 +193,8 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
                 return;
               case 'execute':
                 (request as TrackedRequest)[kPending] = { execution: decision.execution, threw: false, tooLarge: false };
-                request.idempotency = decision.execution.context;
+                // Typed as the application registered its store (`Register`); the engine's is untyped.
+                request.idempotency = decision.execution.context as RegisteredContext;
                 // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
                 watchResponse(decision.execution, reply.raw);
                 return done();

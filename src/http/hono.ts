@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler, Next } from 'hono';
-import type { IdempotencyContext, RequestReader } from '../core/engine.js';
+import type { HandlerTx, IdempotencyContext, RequestReader } from '../core/engine.js';
+import type { IdempotencyStore, TxOf } from '../core/store.js';
 import { BodyTooLargeError } from '../core/errors.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyOptions } from '../core/options.js';
@@ -7,13 +8,21 @@ import type { FetchStyle } from './fetch-common.js';
 import { readLimited } from '../core/bytes.js';
 import { answerFetchStyle, pathWithQuery } from './fetch-common.js';
 
-export type { IdempotencyContext } from '../core/engine.js';
+export type { ContextFor, IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
 
 /** Context variables set by the middleware: `c.get('idempotency')`, undefined when the request passed through. */
-export interface IdempotencyVariables<Tx = unknown> {
-  idempotency: IdempotencyContext<Tx> | undefined;
+export interface IdempotencyVariables<Tx = unknown, StoreTx = Tx> {
+  idempotency: IdempotencyContext<Tx, StoreTx> | undefined;
 }
+
+/**
+ * The variables the middleware sets for a store and a `transactional` setting, for an app that
+ * mounts it with `app.use` and declares its variables up front:
+ * `new Hono<{ Variables: IdempotencyVariablesFor<typeof store, true> }>()`. (A route that lists
+ * the middleware itself, `app.post(path, idempotency(…), handler)`, needs nothing declared.)
+ */
+export type IdempotencyVariablesFor<Store, Transactional extends boolean = false> = IdempotencyVariables<HandlerTx<Store, Transactional>, TxOf<Store>>;
 
 const reader: RequestReader<Context> = {
   method: (c) => c.req.method,
@@ -58,9 +67,9 @@ const style: FetchStyle<Context, Next, void> = {
  * Hono middleware applying the Idempotency-Key decision matrix. The scope hook receives Hono's
  * `Context`, so it can read what an auth middleware before it has set.
  */
-export function idempotency<Tx = unknown>(
-  options: IdempotencyOptions<Context>,
-): MiddlewareHandler<{ Variables: IdempotencyVariables<Tx> }> {
+export function idempotency<Store extends IdempotencyStore, Transactional extends boolean = false>(
+  options: IdempotencyOptions<Context, Store, Transactional>,
+): MiddlewareHandler<{ Variables: IdempotencyVariablesFor<Store, Transactional> }> {
   const engine = new IdempotencyEngine<Context>(options);
   return function idempotencyMiddleware(c, next) {
     c.set('idempotency', undefined);

@@ -1,18 +1,19 @@
-import type { IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
+import type { ContextFor, IdempotencyContext, RequestBody, RequestReader } from '../core/engine.js';
+import type { IdempotencyStore } from '../core/store.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import type { FetchStyle } from './fetch-common.js';
 import { readLimited } from '../core/bytes.js';
 import { answerFetchStyle, pathWithQuery } from './fetch-common.js';
 
-export type { IdempotencyContext } from '../core/engine.js';
+export type { ContextFor, IdempotencyContext } from '../core/engine.js';
 export type { IdempotencyOptions } from '../core/options.js';
 
 /**
  * A fetch-style handler. `ctx` is the idempotency context of a protected request, and undefined
  * for requests that pass through (uncovered methods, no key where none is required, fail-open).
  */
-export type WebHandler<Tx = unknown> = (request: Request, ctx: IdempotencyContext<Tx> | undefined) => Response | Promise<Response>;
+export type WebHandler<Tx = unknown, StoreTx = Tx> = (request: Request, ctx: IdempotencyContext<Tx, StoreTx> | undefined) => Response | Promise<Response>;
 
 const reader: RequestReader<Request> = {
   method: (request) => request.method,
@@ -30,17 +31,18 @@ const reader: RequestReader<Request> = {
 
 /**
  * Wraps a WHATWG `(request) => Response` handler (Hono, Next.js route handlers, Bun, Deno) with
- * the Idempotency-Key decision matrix.
+ * the Idempotency-Key decision matrix. `ctx.tx` takes its type from `options.store` and
+ * `options.transactional`.
  */
-export function withIdempotency<Tx = unknown>(
-  handler: WebHandler<Tx>,
-  options: IdempotencyOptions<Request>,
+export function withIdempotency<Store extends IdempotencyStore, Transactional extends boolean = false>(
+  handler: (request: Request, ctx: ContextFor<Store, Transactional> | undefined) => Response | Promise<Response>,
+  options: IdempotencyOptions<Request, Store, Transactional>,
 ): (request: Request) => Promise<Response> {
   const engine = new IdempotencyEngine<Request>(options);
   const style: FetchStyle<Request, undefined, Response> = {
     reader,
     pass: (request) => handler(request, undefined),
-    run: (request, _next, execution) => handler(request, execution.context as IdempotencyContext<Tx>),
+    run: (request, _next, execution) => handler(request, execution.context as ContextFor<Store, Transactional>),
   };
   return function idempotentHandler(request: Request): Promise<Response> {
     return answerFetchStyle(engine, style, request, undefined);

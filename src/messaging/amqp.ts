@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
-import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { MissingMessageIdError } from './errors.js';
-import type { AdapterOptions, ConsumeStats } from './delivery.js';
+import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
 import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
@@ -76,11 +75,11 @@ function text(value: unknown): string | undefined {
  * A crash between commit and ack redelivers the message, which then finds its record: a duplicate.
  * Concurrency is the channel's prefetch (`channel.prefetch(n)`).
  */
-export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
+export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extends AmqpConsumeOptions<Msg> = AmqpConsumeOptions<Msg>>(
   channel: AmqpChannel<Msg>,
   queue: string,
-  options: AmqpConsumeOptions<Msg>,
-  handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
+  options: Options,
+  handler: (message: Msg, tx: DeliveryTx<Options>) => Promise<T>,
 ): Promise<AmqpConsumer> {
   if (!channel || typeof channel.consume !== 'function') throw new InvalidOptionError('channel', 'expected an amqplib Channel (promise API)');
   if (typeof queue !== 'string') throw new InvalidOptionError('queue', 'expected a queue name');
@@ -114,7 +113,8 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T>(
       settle(message, 'drop');
       return;
     }
-    const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx));
+    // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
+    const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx as DeliveryTx<Options>));
     switch (outcome.status) {
       case 'processed':
         stats.processed++;

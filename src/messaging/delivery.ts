@@ -24,6 +24,16 @@ export interface AdapterOptions<Msg> {
   readonly onDuplicate?: (messageId: string, message: Msg) => void;
 }
 
+/**
+ * The `tx` a consumer's handler gets for the options it was given: the transaction its record
+ * commits in with `db`, undefined with `store` (either, when the options' type does not say).
+ */
+export type DeliveryTx<Options> = Options extends { readonly db: SqlExecutor | SqlDatabase }
+  ? SqlExecutor
+  : Options extends { readonly store: IdempotencyStore }
+    ? undefined
+    : SqlExecutor | undefined;
+
 /** Counters of one adapter, for logs and tests. */
 export interface ConsumeStats {
   processed: number;

@@ -3,7 +3,7 @@ import { optionReader } from '../core/option-reader.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
-import type { AdapterOptions, ConsumeStats } from './delivery.js';
+import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
 import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
@@ -78,10 +78,10 @@ export function natsMessageId(message: NatsJsMessage, options: NatsIdOptions = {
  * `term()` with `requeue: false`; no id → `term()` and `onError`. `done` resolves with the counters
  * when the iterable ends (`messages.stop()` / `close()`); `stats` is live.
  */
-export function natsConsumeOnce<Msg extends NatsJsMessage, T>(
+export function natsConsumeOnce<Msg extends NatsJsMessage, T, Options extends NatsConsumeOptions<Msg> = NatsConsumeOptions<Msg>>(
   messages: AsyncIterable<Msg>,
-  options: NatsConsumeOptions<Msg>,
-  handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
+  options: Options,
+  handler: (message: Msg, tx: DeliveryTx<Options>) => Promise<T>,
 ): NatsConsumer {
   if (!messages || typeof (messages as Partial<AsyncIterable<Msg>>)[Symbol.asyncIterator] !== 'function') {
     throw new InvalidOptionError('messages', 'expected an async iterable of JetStream messages (await consumer.consume())');
@@ -95,7 +95,9 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T>(
   const nakDelayMs = read.integer('nakDelayMs', { default: 0 });
   read.done();
   const stats = newStats();
-  return { stats, done: loop(messages, options, handler, stats, idOptions, requeue, nakDelayMs) };
+  // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
+  const run = handler as (message: Msg, tx: SqlExecutor | undefined) => Promise<T>;
+  return { stats, done: loop(messages, options, run, stats, idOptions, requeue, nakDelayMs) };
 }
 
 /** A running JetStream consume-once loop. */

@@ -29,15 +29,32 @@ export interface WebhookEvent {
   json<T = unknown>(): T;
 }
 
-export interface WebhookOptions extends VerifyOptions {
-  /** SQL: the event record commits with onEvent's writes (give `db` or `store`). */
-  readonly db?: SqlExecutor | SqlDatabase;
-  /** Non-SQL store: at most once per lease, not atomic with onEvent's writes. */
-  readonly store?: IdempotencyStore;
+/**
+ * A receiver's options: `db` (SQL, the event record commits with onEvent's writes, which get `tx`)
+ * or `store` (any store: at most once per lease, not atomic with onEvent's writes, no `tx`).
+ */
+export type WebhookOptions = SqlWebhookOptions | StoreWebhookOptions;
+
+/** With `db`: `onEvent` gets the transaction the event record commits in. */
+export interface SqlWebhookOptions extends WebhookCommonOptions {
+  readonly db: SqlExecutor | SqlDatabase;
+  readonly store?: undefined;
+  /** Runs once per event id, inside the transaction `tx` that records it. */
+  readonly onEvent: (event: WebhookEvent, tx: SqlExecutor) => Promise<unknown> | unknown;
+}
+
+/** With a non-SQL `store`: at most once per lease, not atomic with onEvent's writes. */
+export interface StoreWebhookOptions extends WebhookCommonOptions {
+  readonly store: IdempotencyStore;
+  readonly db?: undefined;
+  /** Runs once per event id (per lease); there is no transaction, so `tx` is undefined. */
+  readonly onEvent: (event: WebhookEvent, tx: undefined) => Promise<unknown> | unknown;
+}
+
+/** What both kinds of receiver take. */
+export interface WebhookCommonOptions extends VerifyOptions {
   /** Names this receiver: event ids are deduplicated per consumer. */
   readonly consumer: string;
-  /** Runs once per event id; with `db`, `tx` is the transaction the record commits in. */
-  readonly onEvent: (event: WebhookEvent, tx: SqlExecutor | undefined) => Promise<unknown> | unknown;
   /** Larger bodies answer 413 before verification. @default 1_048_576 */
   readonly maxBodyBytes?: number;
   readonly table?: string;
@@ -103,7 +120,9 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
         return problem(401, 'webhook-unverified', 'Webhook could not be verified', error.message, { reason: error.reason });
       }
       const event = toEvent(verified.id, verified.timestamp, body);
-      const run = (tx: SqlExecutor | undefined) => Promise.resolve(options.onEvent(event, tx));
+      // The options were checked above to carry exactly one of db and store, so `tx` matches onEvent.
+      const onEvent = options.onEvent as (event: WebhookEvent, tx: SqlExecutor | undefined) => unknown;
+      const run = (tx: SqlExecutor | undefined) => Promise.resolve(onEvent(event, tx));
       const common = { consumer, messageId: verified.id, retentionMs, clock };
       let result: StoreConsumeResult<unknown>;
       try {

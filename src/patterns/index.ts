@@ -12,7 +12,7 @@ export type { Lease, RedisLock, RedisLockOptions } from './lock.js';
 export type { RedisCaller, RedisClientLike, RedisCommandSender } from './redis.js';
 export { IllegalTransitionError, InvalidStateMachineError, RowVanishedError, UnknownStateError, VersionConflictError } from './errors.js';
 export { STARTED, Phases, definePhases, foreignKeyFor } from './phases.js';
-export type { ForeignPhaseArgs, LocalPhaseArgs, PhaseHost, PhaseState } from './phases.js';
+export type { ForeignPhaseArgs, LocalPhaseArgs, PhaseHost, PhaseState, TxMatch } from './phases.js';
 export { PhaseError } from './phase-errors.js';
 export { completer } from './completer.js';
 export type { CompletedResponse, Completer, CompleterOptions, CompleterReport } from './completer.js';

@@ -16,9 +16,10 @@ export const STARTED = 'started';
 
 /**
  * What phases run against: the request's `IdempotencyContext` (from any adapter), or the
- * completer's own claim of an abandoned record.
+ * completer's own claim of an abandoned record. `Tx` is what its transactions hand out, so a
+ * definition written for one store's transaction type cannot run on another store's context.
  */
-export interface PhaseHost {
+export interface PhaseHost<Tx = unknown> {
   readonly scope: string;
   readonly key: string;
   readonly resumeFrom: string | undefined;
@@ -26,10 +27,17 @@ export interface PhaseHost {
   /** The whole-request transaction of transactional mode; phases refuse to run inside one. */
   readonly tx?: unknown;
   checkpoint(point: string, data?: unknown): Promise<void>;
-  beginTransaction(): Promise<FencedTransaction<unknown>>;
+  beginTransaction(): Promise<FencedTransaction<Tx>>;
   /** Keeps the record (and its recovery points) in flight when a phase fails, instead of storing an answer. */
   suspend?(): void;
 }
+
+/**
+ * Whether a host's transactions suit phases written for `Tx`: they do when they are `Tx`, and
+ * when their type is not known (`unknown`: an Express or Fastify request whose store was not
+ * registered); a host of another store's transactions gets a type error naming the type wanted.
+ */
+export type TxMatch<HostTx, Tx> = [unknown] extends [HostTx] ? unknown : [HostTx] extends [Tx] ? unknown : { readonly 'these phases need transactions of type': Tx };
 
 /** The recovery data every checkpoint of a phases run writes: all a resume needs. */
 export interface PhaseState<Input = unknown> {
@@ -138,7 +146,7 @@ export class Phases<Input, Tx, Data = Empty, Result = undefined> {
    * returns it again without running anything. When a phase throws, its transaction rolls back,
    * the host is suspended (the record stays in flight, resumable) and the error is rethrown.
    */
-  async run(host: PhaseHost, input?: Input): Promise<Result> {
+  async run<HostTx>(host: PhaseHost<HostTx> & TxMatch<HostTx, Tx>, input?: Input): Promise<Result> {
     if (this.specs.length === 0) throw new PhaseError('NO_PHASES', `phases "${this.name}" has no phases`);
     if (!host || typeof host.checkpoint !== 'function' || typeof host.beginTransaction !== 'function') {
       throw new PhaseError('NO_CONTEXT', `phases "${this.name}": run() needs the request's idempotency context (was the request protected?)`);
@@ -187,7 +195,7 @@ export class Phases<Input, Tx, Data = Empty, Result = undefined> {
     return { phases: state.phases, input: state.input as Input, data: state.data };
   }
 
-  private async runPhase(host: PhaseHost, spec: PhaseSpec, state: PhaseState<Input>, resumed: boolean): Promise<PhaseState<Input>> {
+  private async runPhase(host: PhaseHost<unknown>, spec: PhaseSpec, state: PhaseState<Input>, resumed: boolean): Promise<PhaseState<Input>> {
     const base = { input: state.input, data: state.data, scope: host.scope, key: host.key, resumed };
     const record = (output: unknown): PhaseState<Input> => ({ ...state, data: { ...state.data, [spec.name]: toJson(this.name, spec.name, output) } });
     if (spec.kind === 'foreign') {

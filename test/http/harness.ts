@@ -37,6 +37,8 @@
  * An app also says, in `TestApp.quirks`, where its framework's own rules give another answer
  * than the matrix expects of the others.
  */
+import type { Database as SqliteDatabase } from 'better-sqlite3';
+import type { IdempotencyContext } from '../../src/core/engine.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 
 export interface AppState {
@@ -104,4 +106,13 @@ export function failingBody(chunk: string): ReadableStream<Uint8Array> {
       controller.enqueue(new TextEncoder().encode(chunk));
     },
   });
+}
+
+/**
+ * The `/tx` routes' context: the apps are written once for every store, so they name the
+ * transaction type the matrix runs those routes with (transactional mode on SQLite).
+ */
+export function sqliteContext(ctx: IdempotencyContext | undefined): IdempotencyContext<SqliteDatabase> {
+  if (ctx === undefined) throw new Error('/tx ran unprotected');
+  return ctx as IdempotencyContext<SqliteDatabase>;
 }

@@ -149,13 +149,13 @@ describe.skipIf(!available)('amqpConsumeOnce on RabbitMQ + PostgreSQL', () => {
       channel,
       q,
       { db: t.db, table, consumer: `amqp-${tag}`, idHeader: 'x-event-id', onError: (e) => errors.push(e), onDuplicate: (id) => duplicates.push(id) },
-      async (message: ConsumeMessage, tx: SqlExecutor | undefined) => {
+      async (message: ConsumeMessage, tx) => {
         const id = message.properties.messageId ?? String(message.properties.headers?.['x-event-id']);
         if (id === 'm-7' && failOnce) {
           failOnce = false;
           throw new Error('transient');
         }
-        await tx!.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
+        await tx.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
       },
     );
     for (let i = 0; i < 40; i++) {
@@ -191,7 +191,7 @@ describe.skipIf(!available)('amqpConsumeOnce on RabbitMQ + PostgreSQL', () => {
     const a: AmqpConsumer = await amqpConsumeOnce(first, q, { db: t.db, table, consumer: `lost-${tag}`, onError: (e) => errors.push(e) }, async (_m, tx) => {
       entered = true;
       await gate;
-      await tx!.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, ['lost-1']);
+      await tx.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, ['lost-1']);
     });
     admin.sendToQueue(q, Buffer.from('x'), { messageId: 'lost-1' });
     await until('handler entered', () => entered);

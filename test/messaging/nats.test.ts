@@ -104,7 +104,7 @@ describe.skipIf(!available)('natsConsumeOnce on NATS JetStream + PostgreSQL', ()
         failOnce = false;
         throw new Error('transient');
       }
-      await tx!.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
+      await tx.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
     });
     await until('all deliveries', () => running.stats.processed + running.stats.duplicates + running.stats.refused === 41 + storedRetries);
     await messages.close();

@@ -46,9 +46,9 @@ async function holdPastLimit(): Promise<void> {
   if (holdAt > 0 && processed >= holdAt) await new Promise<never>(() => {});
 }
 
-async function effect(tx: SqlExecutor | undefined, id: string) {
-  await tx!.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
-  await tx!.query(`UPDATE ${counters} SET n = n + 1 WHERE name = 'effects'`);
+async function effect(tx: SqlExecutor, id: string) {
+  await tx.query(`INSERT INTO ${effects} (message_id) VALUES (?)`, [id]);
+  await tx.query(`UPDATE ${counters} SET n = n + 1 WHERE name = 'effects'`);
   if (phase === 'handler' && ++calls === crashAt) die();
 }
 function beforeAck() {

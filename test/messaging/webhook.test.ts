@@ -10,8 +10,9 @@ import { InvalidOptionError } from '../../src/core/errors.js';
 import { migrateProcessed, MIN_SECRET_BYTES, signWebhook, verifyWebhook, webhookExpress, webhookFastify, webhookHandler, WebhookVerificationError } from '../../src/messaging/index.js';
 import { webhookKeys } from '../../src/messaging/webhook-verify.js';
 import { memoryStore } from '../../src/stores/memory.js';
-import type { FastifyLikeInstance, WebhookEvent, WebhookOptions } from '../../src/messaging/index.js';
+import type { FastifyLikeInstance, WebhookEvent, WebhookCommonOptions, WebhookOptions } from '../../src/messaging/index.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
 import type { TestDatabase } from './databases.js';
 import { sqliteDatabase } from './databases.js';
 
@@ -197,7 +198,7 @@ describe('verifyWebhook is strict: one spelling per signature, strong secrets on
 });
 
 describe('a webhook delivered again while the first delivery runs (issue 16, item 1)', () => {
-  async function secondDeliveryRetryAfter(extra: Partial<WebhookOptions>): Promise<{ status: number; retryAfter: string | null; runs: number }> {
+  async function secondDeliveryRetryAfter(extra: Partial<WebhookCommonOptions & { store: IdempotencyStore }>): Promise<{ status: number; retryAfter: string | null; runs: number }> {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let runs = 0;
@@ -257,7 +258,7 @@ describe('webhook receivers (Web/Hono, Fastify, Express) on SQLite', () => {
     table,
     consumer,
     onEvent: async (event: WebhookEvent, tx) => {
-      await tx!.query(`INSERT INTO ${effects} (event_id, amount) VALUES (?, ?)`, [event.id, event.json<{ amount: number }>().amount]);
+      await tx.query(`INSERT INTO ${effects} (event_id, amount) VALUES (?, ?)`, [event.id, event.json<{ amount: number }>().amount]);
       if (failNext) {
         failNext = false;
         throw new Error('downstream failed');

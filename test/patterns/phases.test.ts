@@ -11,14 +11,14 @@ import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } f
 import { InvalidOptionError, LeaseLostError, TransactionalModeError } from '../../src/core/errors.js';
 import type { FencedTransaction } from '../../src/core/engine.js';
 import type { Claim, RecordRef } from '../../src/core/store.js';
-import type { IdempotencyVariables } from '../../src/http/hono.js';
+import type { IdempotencyVariablesFor } from '../../src/http/hono.js';
 import { idempotency } from '../../src/http/hono.js';
 import { completer } from '../../src/patterns/completer.js';
 import { PhaseError } from '../../src/patterns/phase-errors.js';
 import type { PhaseHost } from '../../src/patterns/phases.js';
 import { STARTED, definePhases, foreignKeyFor } from '../../src/patterns/phases.js';
 import { memoryStore } from '../../src/stores/memory.js';
-import type { SqliteStore } from '../../src/stores/sqlite.js';
+import type { SqliteDatabase, SqliteStore } from '../../src/stores/sqlite.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { manualClock } from '../stores/manual-clock.js';
 
@@ -39,13 +39,13 @@ function expectPhaseError(fn: () => unknown, code: string, phase: string | undef
 }
 
 /** A host over a claim made directly on the store, as the completer builds one. */
-function hostFor(store: SqliteStore, ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): PhaseHost {
+function hostFor<DB extends SqliteDatabase>(store: SqliteStore<DB>, ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): PhaseHost<DB> {
   return {
     ...ref,
     resumeFrom: claim.resumeFrom,
     recoveryData: claim.recoveryData,
     checkpoint: (point, data) => store.checkpoint(ref, claim.token, point, data),
-    async beginTransaction(): Promise<FencedTransaction<unknown>> {
+    async beginTransaction(): Promise<FencedTransaction<DB>> {
       const tx = await store.beginTransaction();
       return { tx: tx.tx, checkpoint: (p, d) => tx.checkpoint(ref, claim.token, p, d), commit: () => tx.commit(), rollback: () => tx.rollback() };
     },
@@ -169,7 +169,7 @@ describe('phases through an adapter (Hono, SQLite)', () => {
   function app(options: { transactional?: boolean; fingerprintFields?: string[] } = {}) {
     const checkout = phases();
     const errors: unknown[] = [];
-    const hono = new Hono<{ Variables: IdempotencyVariables }>();
+    const hono = new Hono<{ Variables: IdempotencyVariablesFor<typeof store, boolean> }>();
     hono.use('*', idempotency({ store, scope: () => 't', leaseMs: 60_000, ...options }));
     hono.onError((error, c) => {
       errors.push(error);
@@ -233,8 +233,8 @@ describe('phases through an adapter (Hono, SQLite)', () => {
   });
 
   it('ctx.suspend() keeps the record resumable in any mode; in transactional mode the request transaction rolls back', async () => {
-    const hono = new Hono<{ Variables: IdempotencyVariables<Database.Database> }>();
-    hono.use('*', idempotency<Database.Database>({ store, scope: () => 't', transactional: true }));
+    const hono = new Hono<{ Variables: IdempotencyVariablesFor<typeof store, true> }>();
+    hono.use('*', idempotency({ store, scope: () => 't', transactional: true }));
     hono.post('/suspend', (c) => {
       const ctx = c.get('idempotency')!;
       ctx.tx.prepare('INSERT INTO orders (key) VALUES (?)').run(ctx.key);
@@ -271,7 +271,7 @@ describe('phases through an adapter (Hono, SQLite)', () => {
 
   it('the completer finishes records of its definitions and leaves the others', async () => {
     const opts = { leaseMs: 20, windowMs: 60_000 };
-    const abandon = async (key: string, run?: (host: PhaseHost) => Promise<unknown>) => {
+    const abandon = async (key: string, run?: (host: PhaseHost<Database.Database>) => Promise<unknown>) => {
       const ref = { scope: 't', key };
       const claim = await store.claim(ref, `fp-${key}`, opts);
       if (claim.kind !== 'acquired') throw new Error(claim.kind);

@@ -412,7 +412,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
 
     it('runs a handler through withIdempotency with ctx.tx as the mysql2 connection', async () => {
       let executions = 0;
-      const handle = withIdempotency<PoolConnection>(
+      const handle = withIdempotency(
         async (request, ctx) => {
           executions++;
           const key = request.headers.get('idempotency-key')!;

@@ -50,7 +50,7 @@ function service(o: {
 }) {
   const { store, effects: effectsTable, clock, transactional = false, storeTimeoutMs = STORE_TIMEOUT_MS } = o;
   const state = { executions: 0, hold: undefined as Hold | undefined, errors: [] as unknown[] };
-  const handle = withIdempotency<pg.PoolClient>(
+  const handle = withIdempotency(
     async (_request, ctx) => {
       state.executions++;
       if (ctx?.tx) await ctx.tx.query(`INSERT INTO "${effectsTable}" (key) VALUES ($1)`, [ctx.key]);

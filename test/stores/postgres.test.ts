@@ -343,7 +343,7 @@ describe.skipIf(!up)('postgres store', () => {
 
       it('runs a web handler on ctx.tx and commits its write with the record', async () => {
         let executions = 0;
-        const handle = withIdempotency<pg.PoolClient>(
+        const handle = withIdempotency(
           async (request, ctx) => {
             executions++;
             await ctx!.tx.query(`INSERT INTO "${table}_effects" (key, note) VALUES ($1, $2)`, [ctx!.key, await request.text()]);
@@ -472,7 +472,7 @@ describe.skipIf(!up)('postgres store', () => {
         const claim = 'SELECT outcome, retry_after_ms,';
         const complete = `UPDATE "public"."${table}" SET`;
         for (const transactional of [false, true]) {
-          const handle = withIdempotency<PostgresClient>(
+          const handle = withIdempotency(
             async (_request, ctx) => {
               if (ctx?.tx) await ctx.tx.query('SELECT 1');
               return new Response('ok', { status: 201 });

@@ -1,21 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import type { Database } from 'better-sqlite3';
 import { Hono } from 'hono';
 import type { IdempotencyVariables } from '../../../src/http/hono.js';
 import { idempotency } from '../../../src/http/hono.js';
 import type { AppFactory } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody, sqliteContext } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createHonoApp: AppFactory = async (options, state) => {
-  const app = new Hono<{ Variables: IdempotencyVariables<Database> & { tenant: string } }>();
+  const app = new Hono<{ Variables: IdempotencyVariables & { tenant: string } }>();
   app.use('*', async (c, next) => {
     const token = bearerToken(c.req.header('authorization'));
     if (token === undefined) return c.json({ error: 'unauthorized' }, 401);
     c.set('tenant', token);
     await next();
   });
-  app.use('*', idempotency<Database>({ ...options, scope: (c) => c.get('tenant') as string }));
+  app.use('*', idempotency({ ...options, scope: (c) => c.get('tenant') as string }));
 
   // The same 500 Hono's default handler gives, without its console noise in test output.
   app.onError((_error, c) => c.text('Internal Server Error', 500));
@@ -60,7 +59,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
   });
   app.post('/tx', (c) => {
     state.executions++;
-    const ctx = c.get('idempotency')!;
+    const ctx = sqliteContext(c.get('idempotency'));
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     const fail = c.req.query('fail');
     if (fail === 'throw') throw new Error('boom');
@@ -70,7 +69,7 @@ export const createHonoApp: AppFactory = async (options, state) => {
   });
   app.post('/tx-slow', async (c) => {
     state.executions++;
-    const ctx = c.get('idempotency')!;
+    const ctx = sqliteContext(c.get('idempotency'));
     await delayMs(c.req.header('x-delay-ms'));
     ctx.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx.key);
     return c.json({ ok: true }, 201);

@@ -1,18 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { Database } from 'better-sqlite3';
 import type { IdempotencyContext } from '../../../src/http/web.js';
 import { withIdempotency } from '../../../src/http/web.js';
 import type { AppFactory } from '../harness.js';
-import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody } from '../harness.js';
+import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody, sqliteContext } from '../harness.js';
 import { listenFetch } from './listen.js';
 
 export const createWebApp: AppFactory = async (options, state) => {
-  const protectedRoutes = withIdempotency<Database>(
+  const protectedRoutes = withIdempotency(
     async (request, ctx) => route(request, ctx),
     { ...options, scope: (request) => bearerToken(request.headers.get('authorization')) ?? '' },
   );
 
-  async function route(request: Request, ctx: IdempotencyContext<Database> | undefined): Promise<Response> {
+  async function route(request: Request, ctx: IdempotencyContext | undefined): Promise<Response> {
     const url = new URL(request.url);
     const path = url.pathname;
     if (path === '/charges' && (request.method === 'GET' || request.method === 'PUT')) {
@@ -51,7 +50,7 @@ export const createWebApp: AppFactory = async (options, state) => {
       return new Response(`echo:${await request.text()}`, { headers: { 'content-type': 'text/plain; charset=utf-8' } });
     }
     if (path === '/tx') {
-      ctx!.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
+      sqliteContext(ctx).tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
       const fail = url.searchParams.get('fail');
       if (fail === 'throw') throw new Error('boom');
       if (fail === 'throw-value') throw THROWN_VALUES.string;
@@ -60,7 +59,7 @@ export const createWebApp: AppFactory = async (options, state) => {
     }
     if (path === '/tx-slow') {
       await delayMs(request.headers.get('x-delay-ms'));
-      ctx!.tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
+      sqliteContext(ctx).tx.prepare('INSERT INTO effects (key) VALUES (?)').run(ctx!.key);
       return Response.json({ ok: true }, { status: 201 });
     }
     const cancel = /^\/orders\/([^/]+)\/cancel$/.exec(path);

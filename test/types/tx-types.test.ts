@@ -1,0 +1,180 @@
+/**
+ * Issue 16 item 7: `ctx.tx` takes its type from the store an adapter is given, with no generic
+ * written by hand and no cast. The `expectTypeOf` lines and every `@ts-expect-error` are checked
+ * by `npm run typecheck` (CI), which fails when a type is wrong or an expected error disappears;
+ * the tests below run one transactional request per adapter to show that the typed `tx` is the
+ * store's object at run time too.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import express from 'express';
+import { Hono } from 'hono';
+import type { PoolConnection } from 'mysql2/promise';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { FencedTransaction } from '../../src/core/engine.js';
+import type { TxOf } from '../../src/core/store.js';
+import { idempotency as expressIdempotency } from '../../src/http/express.js';
+import type { IdempotencyVariablesFor } from '../../src/http/hono.js';
+import { idempotency as honoIdempotency } from '../../src/http/hono.js';
+import { withIdempotency } from '../../src/http/web.js';
+import { amqpConsumeOnce, natsConsumeOnce, webhookHandler } from '../../src/messaging/index.js';
+import type { AmqpChannel, AmqpMessage, NatsJsMessage } from '../../src/messaging/index.js';
+import { definePhases, sqlExecutor } from '../../src/patterns/index.js';
+import type { SqlExecutor } from '../../src/patterns/index.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+
+// Stores are built lazily inside functions: nothing below connects to a server.
+const sqlite = () => sqliteStore({ database: new Database(':memory:') });
+const postgres = () => postgresStore({ pool: new pg.Pool({ max: 1 }) });
+const mariadb = () => mysqlStore({ pool: mysql.createPool({ connectionLimit: 1 }) });
+
+/** Compile-time only: never called. */
+function typesFollowTheStore() {
+  // The store's transaction type, derived.
+  expectTypeOf<TxOf<ReturnType<typeof sqlite>>>().toEqualTypeOf<Database.Database>();
+  expectTypeOf<TxOf<ReturnType<typeof postgres>>>().toEqualTypeOf<pg.PoolClient>();
+  expectTypeOf<TxOf<ReturnType<typeof mariadb>>>().toEqualTypeOf<PoolConnection>();
+  expectTypeOf<TxOf<ReturnType<typeof memoryStore>>>().toBeNever();
+
+  // Hono: on the route that lists the middleware, and on an app that declares its variables.
+  const hono = new Hono();
+  hono.post('/pay', honoIdempotency({ store: postgres(), transactional: true }), (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<pg.PoolClient>();
+    return c.text('ok');
+  });
+  hono.post('/plain', honoIdempotency({ store: postgres() }), (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<undefined>();
+    // A phase transaction is still the store's.
+    expectTypeOf(c.get('idempotency')!.beginTransaction).returns.resolves.toEqualTypeOf<FencedTransaction<pg.PoolClient>>();
+    return c.text('ok');
+  });
+  const store = sqlite();
+  const declared = new Hono<{ Variables: IdempotencyVariablesFor<typeof store, true> }>();
+  declared.use('/orders/*', honoIdempotency({ store, transactional: true }));
+  declared.post('/orders', (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<Database.Database>();
+    return c.text('ok');
+  });
+
+  // The web adapter.
+  withIdempotency(
+    (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<PoolConnection>();
+      return new Response('ok');
+    },
+    { store: mariadb(), transactional: true },
+  );
+  const flag: boolean = Math.random() < 2;
+  withIdempotency(
+    (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<pg.PoolClient | undefined>();
+      return new Response('ok');
+    },
+    { store: postgres(), transactional: flag },
+  );
+
+  // Express: the middleware reads its own context, typed.
+  const pay = expressIdempotency({ store: sqlite(), transactional: true });
+  express().post('/pay', pay, (req, res) => {
+    expectTypeOf(pay.context(req)!.tx).toEqualTypeOf<Database.Database>();
+    res.end();
+  });
+
+  // Wrong combinations do not compile.
+  // @ts-expect-error -- a transaction type is not a store: the old `idempotency<pg.PoolClient>` form.
+  honoIdempotency<pg.PoolClient>({ store: sqlite(), transactional: true });
+  // @ts-expect-error -- a store without transactions cannot run in transactional mode.
+  honoIdempotency({ store: memoryStore(), transactional: true });
+  // @ts-expect-error -- the same on Express.
+  expressIdempotency({ store: memoryStore(), transactional: true });
+  withIdempotency(
+    (_request, ctx) => {
+      // @ts-expect-error -- a SQLite store's transaction is a better-sqlite3 Database, not a pg client.
+      const client: pg.PoolClient = ctx!.tx;
+      return new Response(String(client));
+    },
+    { store: sqlite(), transactional: true },
+  );
+
+  // Phases written for one store's transaction cannot run on another store's context.
+  const checkout = definePhases<{ amount: number }, pg.PoolClient>('checkout').phase('charge', ({ tx }) => tx.query('SELECT 1'));
+  hono.post('/checkout', honoIdempotency({ store: postgres() }), async (c) => c.json(await checkout.run(c.get('idempotency')!, { amount: 1 })));
+  hono.post('/wrong', honoIdempotency({ store: sqlite() }), async (c) => {
+    // @ts-expect-error -- the phases want pg clients; this context's transactions are SQLite databases.
+    return c.json(await checkout.run(c.get('idempotency')!, { amount: 1 }));
+  });
+  // A context whose transaction type is not known (Express without `Register`) is not refused.
+  express().post('/unregistered', async (req, res) => {
+    res.json(await checkout.run(req.idempotency!, { amount: 1 }));
+  });
+
+  // Messaging: `tx` is the SQL transaction with `db`, undefined with `store`.
+  const db = sqlExecutor(new pg.Pool());
+  const channel = null as unknown as AmqpChannel<AmqpMessage>;
+  void amqpConsumeOnce(channel, 'q', { db, consumer: 'c' }, async (_message, tx) => expectTypeOf(tx).toEqualTypeOf<SqlExecutor>());
+  void amqpConsumeOnce(channel, 'q', { store: memoryStore(), consumer: 'c' }, async (_message, tx) => expectTypeOf(tx).toEqualTypeOf<undefined>());
+  const messages = null as unknown as AsyncIterable<NatsJsMessage>;
+  natsConsumeOnce(messages, { db, consumer: 'c' }, async (_message, tx) => expectTypeOf(tx).toEqualTypeOf<SqlExecutor>());
+  webhookHandler({ secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', db, consumer: 'c', onEvent: (_event, tx) => expectTypeOf(tx).toEqualTypeOf<SqlExecutor>() });
+  webhookHandler({ secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', store: memoryStore(), consumer: 'c', onEvent: (_event, tx) => expectTypeOf(tx).toEqualTypeOf<undefined>() });
+}
+void typesFollowTheStore;
+
+describe('ctx.tx at run time is the object its type names', () => {
+  it('Express: middleware.context(req) is req.idempotency, and its tx is the store database', async () => {
+    const db = new Database(':memory:');
+    const store = sqliteStore({ database: db });
+    await store.migrate();
+    const pay = expressIdempotency({ store, transactional: true });
+    const app = express();
+    let seen: unknown;
+    app.post('/pay', pay, (req, res) => {
+      const ctx = pay.context(req)!;
+      expect(ctx).toBe(req.idempotency);
+      seen = ctx.tx.prepare('SELECT 1 AS one').get();
+      res.status(201).json({ ok: true });
+    });
+    const server = app.listen(0);
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    const { port } = server.address() as { port: number };
+    const response = await fetch(`http://127.0.0.1:${port}/pay`, { method: 'POST', headers: { 'idempotency-key': 'k1' } });
+    server.close();
+    expect(response.status).toBe(201);
+    expect(seen).toEqual({ one: 1 });
+  });
+
+  it('Hono: the route-level middleware hands the store database as tx', async () => {
+    const db = new Database(':memory:');
+    const store = sqliteStore({ database: db });
+    await store.migrate();
+    const app = new Hono();
+    let seen: unknown;
+    app.post('/pay', honoIdempotency({ store, transactional: true }), (c) => {
+      seen = c.get('idempotency')!.tx.prepare('SELECT 2 AS two').get();
+      return c.json({ ok: true }, 201);
+    });
+    const response = await app.request('/pay', { method: 'POST', headers: { 'idempotency-key': 'k1' } });
+    expect(response.status).toBe(201);
+    expect(seen).toEqual({ two: 2 });
+  });
+
+});
+
+describe('Register: req.idempotency / request.idempotency typed by declaration merging', () => {
+  it('compiles in a program of its own (merging is global to a program)', () => {
+    // test/types/register-fixture registers a pg store in transactional mode and reads `tx` on
+    // Express and Fastify as a pg client; its @ts-expect-error lines fail if the type did not arrive.
+    const root = join(import.meta.dirname, '..', '..');
+    const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(import.meta.dirname, 'register-fixture'), '--pretty', 'false'], {
+      encoding: 'utf8',
+    });
+    expect(tsc.stdout + tsc.stderr).toBe('');
+    expect(tsc.status).toBe(0);
+  });
+});
