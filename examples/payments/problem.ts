@@ -5,8 +5,14 @@ export interface Answer {
   readonly problem?: boolean;
 }
 
+/**
+ * The service's own problem types: a URN it defines (an identifier, not a locator, as idemkit's
+ * `urn:idemkit:problem:<slug>`). A real service would use an address of its own documentation.
+ */
+export const PROBLEM_TYPE_BASE = 'urn:example:payments:problem:';
+
 export function problem(status: number, slug: string, title: string, detail: string): Answer {
-  return { status, problem: true, body: { type: `https://idemkit.dev/payments/problems/${slug}`, title, status, detail } };
+  return { status, problem: true, body: { type: PROBLEM_TYPE_BASE + slug, title, status, detail } };
 }
 
 /** An error the route turns into a problem answer after the transaction rolled back. */

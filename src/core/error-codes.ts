@@ -14,7 +14,7 @@ export type ErrorEntryPoint = 'idemkit' | 'idemkit/client' | 'idemkit/check' | '
 /** What answers a request with this code: `problem+json` with this status, type slug and title. */
 export interface HttpProblemFacts {
   readonly status: number;
-  /** Appended to `PROBLEM_BASE` to make the problem `type`. */
+  /** Appended to the problem type base (`PROBLEM_BASE`, or the `problemTypeBase` option) to make the problem `type`. */
   readonly slug: string;
   readonly title: string;
   /**

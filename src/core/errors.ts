@@ -4,8 +4,13 @@ import type { ErrorCode, HttpErrorCode } from './error-codes.js';
 export { ERROR_CODES, errorCodeEntry } from './error-codes.js';
 export type { CodeOf, ErrorCode, ErrorCodeEntry, ErrorEntryPoint, HttpErrorCode, HttpProblemFacts, PhaseErrorCode } from './error-codes.js';
 
-/** Base URI of the stable problem `type`s; each case appends its slug. */
-export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
+/**
+ * The default base of the problem `type`s: each case appends its slug, giving a URN such as
+ * `urn:idemkit:problem:request-in-progress`. An identifier, not a locator (RFC 9457 §3.1.1 allows
+ * a type URI that cannot be dereferenced): clients match on it or on the `code`. Give
+ * `problemTypeBase` to make the types lead to your own documentation instead.
+ */
+export const PROBLEM_BASE = 'urn:idemkit:problem:';
 
 /** An RFC 9457 problem details body. */
 export interface ProblemDetails {
@@ -68,12 +73,14 @@ export class IdempotencyHttpError extends IdemkitError {
     this.extensions = init.extensions ?? {};
   }
 
+  /** The problem `type` under the default base (`urn:idemkit:problem:<slug>`). */
   get type(): string {
     return PROBLEM_BASE + this.slug;
   }
 
-  problem(): ProblemDetails {
-    return { ...this.extensions, type: this.type, title: this.title, status: this.status, detail: this.detail };
+  /** The problem+json body; `typeBase` (a checked `problemTypeBase`) replaces the default base of its `type`. */
+  problem(typeBase: string = PROBLEM_BASE): ProblemDetails {
+    return { ...this.extensions, type: typeBase + this.slug, title: this.title, status: this.status, detail: this.detail };
   }
 }
 
@@ -91,9 +98,13 @@ function fixedDetailAnswer(code: 'ERR_IDEMKIT_LEASE_LOST' | 'ERR_IDEMKIT_STORE_U
   return { ...problemFacts(code), detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': '1' }, cause };
 }
 
-/** The problem+json body a request is answered with for `error`, or undefined when it is not an HTTP answer. */
-export function problemFor(error: unknown): ProblemDetails | undefined {
-  return error instanceof IdempotencyHttpError ? error.problem() : undefined;
+/**
+ * The problem+json body a request is answered with for `error`, or undefined when it is not an
+ * HTTP answer. `typeBase` replaces the default base of the `type` (check it once with
+ * `checkProblemTypeBase`, as every option that takes it does).
+ */
+export function problemFor(error: unknown, typeBase: string = PROBLEM_BASE): ProblemDetails | undefined {
+  return error instanceof IdempotencyHttpError ? error.problem(typeBase) : undefined;
 }
 
 /** An option was invalid; thrown eagerly when a factory resolves its options. */

@@ -1,4 +1,4 @@
-import { InvalidOptionError } from './errors.js';
+import { InvalidOptionError, PROBLEM_BASE } from './errors.js';
 
 /** The longest delay `setTimeout` honours; a larger one fires after 1 ms. */
 export const MAX_TIMER_MS = 2_147_483_647;
@@ -98,6 +98,45 @@ export function checkBoolean<R extends Presence<boolean>>(name: string, value: u
 /** A non-empty list of HTTP tokens (method names). */
 export function checkTokens(name: string, value: unknown, what: string): readonly string[] {
   if (!Array.isArray(value) || !value.every(isHttpToken)) throw new InvalidOptionError(name, `expected an array of ${what}`);
+  return value;
+}
+
+/** Characters a URI may hold (RFC 3986 §2): no space, no control, nothing to escape. */
+const URI_CHARACTERS = /^[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=%]+$/;
+/** A URN's start (RFC 8141): `urn:`, a namespace identifier, `:`. */
+const URN_START = /^urn:[A-Za-z0-9][A-Za-z0-9-]{0,30}[A-Za-z0-9]:/i;
+
+/**
+ * The base a problem `type` is made of (`problemTypeBase`): each problem appends its slug. An
+ * absolute URI ending in `/` or `#` (`https://docs.example.com/problems/`, with no query), or a URN
+ * or tag URI ending in `:` (`urn:example:problem:`), so that base + slug is itself a URI.
+ * Absent, the default `urn:idemkit:problem:`.
+ */
+export function checkProblemTypeBase(name: string, value: unknown): string {
+  if (value === undefined) return PROBLEM_BASE;
+  const expected =
+    'expected an absolute URI ending in `/` or `#` (https://docs.example.com/problems/) or a URN ending in `:` (urn:example:problem:), to which each problem appends its slug';
+  const got = `got ${JSON.stringify(value) ?? String(value)}`;
+  if (typeof value !== 'string' || !URI_CHARACTERS.test(value) || !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(value)) {
+    throw new InvalidOptionError(name, `${expected}; ${got}`);
+  }
+  const scheme = value.slice(0, value.indexOf(':')).toLowerCase();
+  const last = value.at(-1);
+  let why: string | undefined;
+  if (scheme === 'urn') {
+    if (!URN_START.test(value)) why = 'a URN starts `urn:<namespace>:`';
+    else if (last !== ':') why = 'a URN base ends in `:`';
+    else if (/[?#]/.test(value)) why = 'a URN base has no `?` or `#`';
+  } else if (last !== '/' && last !== '#' && !(scheme === 'tag' && last === ':')) {
+    why = 'the base must end in `/` or `#`';
+  } else if (value.includes('?')) {
+    why = 'the base has no query (`?`)';
+  } else if (value.indexOf('#') !== -1 && value.indexOf('#') !== value.length - 1) {
+    why = 'a `#` may only end the base';
+  } else if (!URL.canParse(value + 'slug')) {
+    why = 'it is not an absolute URI';
+  }
+  if (why !== undefined) throw new InvalidOptionError(name, `${expected}; ${why}, ${got}`);
   return value;
 }
 
@@ -212,6 +251,11 @@ export class OptionReader<O extends object> {
     const value = this.value(key) ?? fallback;
     if (!isHttpToken(value)) this.fail(key, 'expected a header name');
     return value;
+  }
+
+  /** A problem type base (`problemTypeBase`), checked by `checkProblemTypeBase`; the default URN base when absent. */
+  problemTypeBase<K extends keyof O & string>(key: K): string {
+    return checkProblemTypeBase(this.name(key), this.value(key));
   }
 
   /** A nested options object, read by its own reader (`keyPolicy.minLength`); undefined when absent. */

@@ -157,6 +157,14 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
    * @default false
    */
   readonly redactKeys?: boolean;
+  /**
+   * The base of the `type` of every problem+json answer: each problem appends its slug
+   * (`request-in-progress`, `key-reused`, …; see docs/semantics.md, "Error codes"). Give your own
+   * documentation's address, an absolute URI ending in `/` or `#`
+   * (`'https://docs.example.com/errors/'`), or a URN ending in `:`, for the types to lead there.
+   * @default 'urn:idemkit:problem:' (an identifier, not a locator)
+   */
+  readonly problemTypeBase?: string;
 }
 
 /**
@@ -276,6 +284,7 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
     logger: read.value('logger') ?? consoleLogger,
     redactKeys: read.boolean('redactKeys', { default: false }),
     events: undefined,
+    problemTypeBase: read.problemTypeBase('problemTypeBase'),
   };
   read.done();
   const listeners = read.value('events') ?? {};

@@ -260,7 +260,7 @@ async function deliver(res: ServerResponse, exchange: Exchange, execution: Execu
   if (replacement) {
     // What describes the handler's representation goes; the rest (CORS, say) stays, as on Fastify.
     for (const name of exchange.engine.representationHeaders) res.removeHeader(name);
-    return sendProblem(res, replacement);
+    return sendProblem(res, replacement, exchange.engine.options.problemTypeBase);
   }
   // Code running after end (an error handler, say) must not alter what was stored.
   if (res.statusCode !== status || !sameHeaders(res.getHeaders(), headers)) {

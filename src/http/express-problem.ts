@@ -12,6 +12,12 @@ export interface ProblemErrorHandlerOptions {
    * @default (error) => console.error(error)
    */
   readonly onError?: (error: unknown, req: Request) => void;
+  /**
+   * The base of the `type` of idemkit's problems, as the middleware's option of the same name:
+   * give both the same value. An absolute URI ending in `/` or `#`, or a URN ending in `:`.
+   * @default 'urn:idemkit:problem:'
+   */
+  readonly problemTypeBase?: string;
 }
 
 /** A body-parser error (express.json(), express.text(), …): the request was refused before any handler ran. */
@@ -44,6 +50,7 @@ const BODY_PARSER_DETAILS: Readonly<Record<string, string>> = {
 export function problemErrorHandler(options: ProblemErrorHandlerOptions = {}) {
   const read = optionReader('problemErrorHandler()', options);
   const onError = read.function('onError', { default: (error: unknown) => console.error(error) });
+  const problemTypeBase = read.problemTypeBase('problemTypeBase');
   read.done();
   // Four parameters: that is how Express tells an error handler from a middleware.
   return function problemErrorHandler(error: unknown, req: Request, res: Response, next: NextFunction): void {
@@ -51,7 +58,7 @@ export function problemErrorHandler(options: ProblemErrorHandlerOptions = {}) {
     if (res.headersSent) return next(error);
     if (error instanceof IdempotencyHttpError) {
       if (error.status >= 500) onError(error, req);
-      return sendProblem(res, error);
+      return sendProblem(res, error, problemTypeBase);
     }
     const facts = errorFacts(error);
     const bodyType = facts.type !== undefined && Object.hasOwn(BODY_PARSER_DETAILS, facts.type) ? facts.type : undefined;

@@ -72,7 +72,7 @@ export function idempotency<Store extends IdempotencyStore, Transactional extend
       case 'replay':
         return sendReplay(res, decision.response);
       case 'reject':
-        return sendProblem(res, decision.error);
+        return sendProblem(res, decision.error, engine.options.problemTypeBase);
       case 'execute': {
         const { execution, body } = decision;
         attach(req, res, { engine, execution, rawBody: body.readHere ? body.body : undefined, chunks: [], state: 'running' });

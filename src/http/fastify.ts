@@ -47,6 +47,7 @@ const PLUGIN_OPTIONS: ReadonlySet<string> = new Set([
   'failOpen',
   'onError',
   'logger',
+  'problemTypeBase',
 ] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotencyRouteConfig>>);
 
 declare module 'fastify' {
@@ -85,7 +86,7 @@ type TeedRequest = FastifyRequest & { [kBody]: BodyTee | null };
 
 async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<FastifyRequest>): Promise<void> {
   const engine = new IdempotencyEngine<FastifyRequest>(options);
-  const { header, maxBodyBytes } = engine.options;
+  const { header, maxBodyBytes, problemTypeBase } = engine.options;
   const headerName = header.toLowerCase();
   // Headers that describe the handler's representation; dropped when a problem replaces it.
   const entityHeaders = engine.representationHeaders;
@@ -223,7 +224,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
           const error = new BodyTooLargeError(bodyLimit);
           for (const name of entityHeaders) reply.removeHeader(name);
           reply.code(error.status).type(PROBLEM_CONTENT_TYPE);
-          return done(null, JSON.stringify(error.problem()));
+          return done(null, JSON.stringify(error.problem(problemTypeBase)));
         }
         finishExecution(state, reply, payload).then((result) => done(null, result), done);
       },
@@ -258,11 +259,11 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     if (!replacement) return payload === null || payload === undefined || typeof payload === 'string' ? payload : bytes;
     for (const name of entityHeaders) reply.removeHeader(name);
     reply.code(replacement.status).headers(replacement.headers).type(PROBLEM_CONTENT_TYPE);
-    return JSON.stringify(replacement.problem());
+    return JSON.stringify(replacement.problem(problemTypeBase));
   }
 
   function sendProblem(reply: FastifyReply, error: IdempotencyHttpError): FastifyReply {
-    return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem()));
+    return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem(problemTypeBase)));
   }
 }
 

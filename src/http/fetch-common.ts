@@ -39,7 +39,7 @@ export async function answerFetchStyle<Req, Next, Passed>(
     case 'replay':
       return replayResponse(decision.response);
     case 'reject':
-      return problemResponse(decision.error);
+      return problemResponse(decision.error, engine.options.problemTypeBase);
     case 'execute':
       break;
   }
@@ -62,7 +62,7 @@ export async function answerFetchStyle<Req, Next, Passed>(
     bytes = new Uint8Array(await response.arrayBuffer());
   }
   const replacement = await execution.finish(response.status, response.headers, bytes, threw);
-  const answer = replacement ? problemResponse(replacement) : rebuildResponse(response, bytes);
+  const answer = replacement ? problemResponse(replacement, engine.options.problemTypeBase) : rebuildResponse(response, bytes);
   style.answered?.(request, answer);
   return answer;
 }
@@ -71,9 +71,9 @@ function handedOn<Req>(request: Req, body: RequestBody<Req> | undefined): Req {
   return body?.request ?? request;
 }
 
-/** A problem+json response for an idempotency error. */
-export function problemResponse(error: IdempotencyHttpError): Response {
-  return new Response(JSON.stringify(error.problem()), {
+/** A problem+json response for an idempotency error; `typeBase` is the checked `problemTypeBase`. */
+export function problemResponse(error: IdempotencyHttpError, typeBase: string): Response {
+  return new Response(JSON.stringify(error.problem(typeBase)), {
     status: error.status,
     headers: { ...error.headers, 'content-type': PROBLEM_CONTENT_TYPE },
   });

@@ -33,10 +33,10 @@ export function sendReplay(res: ServerResponse, stored: StoredResponse): void {
   else res.end(body);
 }
 
-/** Sends an idempotency problem (RFC 9457) on a Node response. */
-export function sendProblem(res: ServerResponse, error: IdempotencyHttpError): void {
+/** Sends an idempotency problem (RFC 9457) on a Node response; `typeBase` is the checked `problemTypeBase`. */
+export function sendProblem(res: ServerResponse, error: IdempotencyHttpError, typeBase: string): void {
   res.statusCode = error.status;
   for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
   res.setHeader('content-type', PROBLEM_CONTENT_TYPE);
-  res.end(JSON.stringify(error.problem()));
+  res.end(JSON.stringify(error.problem(typeBase)));
 }

@@ -37,7 +37,7 @@ export { newOwnerToken } from '../core/token.js';
 export { checkRecordRef, MAX_TIMER_MS } from '../core/validate.js';
 
 // ─── Both: reading a factory's options (unknown keys refused with the name probably meant) ────
-export { optionReader, OptionReader, checkInteger, checkDuration, checkNumber, checkBoolean, isHttpToken, HTTP_TOKEN } from '../core/option-reader.js';
+export { optionReader, OptionReader, checkInteger, checkDuration, checkNumber, checkBoolean, checkProblemTypeBase, isHttpToken, HTTP_TOKEN } from '../core/option-reader.js';
 export type { DurationRule, FunctionRule, IntegerRule, NumberRule, Presence, Read, ReaderSettings } from '../core/option-reader.js';
 export { RESERVED_SCOPE_MARK, isReservedScope } from '../core/namespaces.js';
 export { IdemkitError, CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';

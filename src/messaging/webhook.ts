@@ -4,7 +4,7 @@
  * { status, headers, body } objects; the Web, Express and Fastify forms only translate.
  */
 import type { IdempotencyHttpError } from '../core/errors.js';
-import { BodyTooLargeError, InvalidOptionError, PROBLEM_BASE, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { BodyTooLargeError, InvalidOptionError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import { optionReader } from '../core/option-reader.js';
 import { readLimited } from '../core/bytes.js';
@@ -67,6 +67,12 @@ export interface WebhookCommonOptions extends VerifyOptions {
   readonly retryAfterMs?: number;
   /** Sees verification failures and handler errors (for logs). */
   readonly onError?: (error: unknown) => void;
+  /**
+   * The base of the `type` of the problems answered (`webhook-unverified`, `webhook-in-progress`,
+   * …): an absolute URI ending in `/` or `#` (your own documentation), or a URN ending in `:`.
+   * @default 'urn:idemkit:problem:'
+   */
+  readonly problemTypeBase?: string;
 }
 
 /** A framework-neutral answer. */
@@ -78,6 +84,8 @@ export interface WebhookReply {
 
 export interface WebhookReceiver {
   readonly maxBodyBytes: number;
+  /** The checked `problemTypeBase` its problems' `type`s start with. */
+  readonly problemTypeBase: string;
   /** Verifies, then processes once. `body` must be the raw bytes. */
   receive(headers: HeadersLike, body: Uint8Array): Promise<WebhookReply>;
 }
@@ -99,7 +107,9 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
   read.duration('leaseMs', { default: 60_000, min: 1 });
   const retryAfterMs = read.duration('retryAfterMs', { default: 1_000, min: 1 });
   const table = tableOption(read.value('table'));
+  const problemTypeBase = read.problemTypeBase('problemTypeBase');
   read.done();
+  const problem = problemAnswer(problemTypeBase);
   const report = (error: unknown) => {
     try {
       options.onError?.(error);
@@ -110,6 +120,7 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
 
   return {
     maxBodyBytes,
+    problemTypeBase,
     async receive(headers, body) {
       let verified;
       try {
@@ -161,23 +172,17 @@ function toEvent(id: string, timestamp: number, body: Uint8Array): WebhookEvent 
   };
 }
 
-function problem(
-  status: number,
-  slug: string,
-  title: string,
-  detail: string,
-  extensions: Record<string, unknown> = {},
-  headers: Record<string, string> = {},
-): WebhookReply {
-  return {
+/** The receiver's own problems, their `type` under `typeBase`. */
+function problemAnswer(typeBase: string) {
+  return (status: number, slug: string, title: string, detail: string, extensions: Record<string, unknown> = {}, headers: Record<string, string> = {}): WebhookReply => ({
     status,
     headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...headers },
-    body: JSON.stringify({ ...extensions, type: PROBLEM_BASE + slug, title, status, detail }),
-  };
+    body: JSON.stringify({ ...extensions, type: typeBase + slug, title, status, detail }),
+  });
 }
 
-function fromHttpError(error: IdempotencyHttpError): WebhookReply {
-  return { status: error.status, headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...error.headers }, body: JSON.stringify(error.problem()) };
+function fromHttpError(error: IdempotencyHttpError, typeBase: string): WebhookReply {
+  return { status: error.status, headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...error.headers }, body: JSON.stringify(error.problem(typeBase)) };
 }
 
 /** A Web handler, `(Request) => Promise<Response>`: Hono (`c.req.raw`), Bun, Deno, Workers, Next route handlers. */
@@ -188,7 +193,7 @@ export function webhookHandler(options: WebhookOptions): (request: Request) => P
     try {
       body = await readLimited(request, receiver.maxBodyBytes);
     } catch (error) {
-      if (error instanceof BodyTooLargeError) return toResponse(fromHttpError(error));
+      if (error instanceof BodyTooLargeError) return toResponse(fromHttpError(error, receiver.problemTypeBase));
       throw error;
     }
     return toResponse(await receiver.receive(request.headers, body));
@@ -220,7 +225,7 @@ export function webhookExpress(options: WebhookOptions): (req: ExpressLikeReques
   return (req, res, next) => {
     const body = rawBody(req.body, 'Express: mount express.raw({ type: "*/*" }) before the webhook handler');
     if (body instanceof Error) return next(body);
-    if (body.byteLength > receiver.maxBodyBytes) return void send(res, fromHttpError(new BodyTooLargeError(receiver.maxBodyBytes)));
+    if (body.byteLength > receiver.maxBodyBytes) return void send(res, fromHttpError(new BodyTooLargeError(receiver.maxBodyBytes), receiver.problemTypeBase));
     receiver.receive(req.headers, body).then((reply) => send(res, reply), next);
   };
 }

@@ -77,7 +77,7 @@ describe("a 409's Retry-After is capped by maxConflictWait", () => {
   const inFlight = (retryAfter: string) => ({
     status: 409,
     headers: { 'content-type': 'application/problem+json', 'retry-after': retryAfter },
-    body: JSON.stringify({ type: 'https://idemkit.dev/problems/request-in-progress', status: 409, code: 'ERR_IDEMKIT_KEY_IN_FLIGHT' }),
+    body: JSON.stringify({ type: 'urn:idemkit:problem:request-in-progress', status: 409, code: 'ERR_IDEMKIT_KEY_IN_FLIGHT' }),
   });
   /** Stops the call before its pause: what `onRetry` was told is what the client would wait. */
   const stop = new Error('stop before the pause');

@@ -158,7 +158,7 @@ describe('never retried: an answer about this request', () => {
 
   it('422 with throwOnError: HttpStatusError with the status and the parsed problem', async () => {
     const problem = {
-      type: 'https://idemkit.dev/problems/key-reused',
+      type: 'urn:idemkit:problem:key-reused',
       title: 'Idempotency-Key is already used',
       status: 422,
       detail: 'This key was already used with a different request payload; use a new key for a new operation.',

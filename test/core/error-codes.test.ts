@@ -179,12 +179,12 @@ describe('the error table', () => {
     const leaseLost = new LeaseLostError();
     const storeDown = samples.ERR_IDEMKIT_STORE_UNAVAILABLE();
     expect(JSON.stringify(problemFor(leaseLost))).toBe(
-      '{"type":"https://idemkit.dev/problems/lease-lost","title":"The request lost ownership of its Idempotency-Key","status":409,"detail":"The request ran past its lease and another request took over; nothing from this attempt was committed."}',
+      '{"type":"urn:idemkit:problem:lease-lost","title":"The request lost ownership of its Idempotency-Key","status":409,"detail":"The request ran past its lease and another request took over; nothing from this attempt was committed."}',
     );
     expect(leaseLost.headers).toEqual({ 'retry-after': '1' });
     expect(leaseLost.message).toBe('The idempotency record is no longer owned by this request (lease lost or record replaced)');
     expect(JSON.stringify(problemFor(storeDown))).toBe(
-      '{"type":"https://idemkit.dev/problems/store-unavailable","title":"Idempotency store unavailable","status":503,"detail":"The idempotency store could not be reached or did not answer in time; the request was not executed. Retry with the same key."}',
+      '{"type":"urn:idemkit:problem:store-unavailable","title":"Idempotency store unavailable","status":503,"detail":"The idempotency store could not be reached or did not answer in time; the request was not executed. Retry with the same key."}',
     );
     expect(storeDown.headers).toEqual({ 'retry-after': '1' });
     expect(storeDown.message).toBe('postgres store: connection refused');
@@ -318,21 +318,23 @@ describe('throw sites in src', () => {
 describe('docs/semantics.md, "Error codes"', () => {
   const doc = readFileSync(join(root, 'docs/semantics.md'), 'utf8');
   const section = doc.slice(doc.indexOf('## Error codes'));
-  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| `(\w+)` \| `([\w/]+)` \| [^|]+ \| ([^|]+) \|$/gm)].map((m) => ({
+  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| `(\w+)` \| `([\w/]+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|$/gm)].map((m) => ({
     code: m[1]!,
     class: m[2]!,
     from: m[3]!,
     answer: m[4]!.trim(),
+    type: m[5]!.trim(),
   }));
 
-  it('lists every code once, with its class, entry point and HTTP answer', () => {
+  it('lists every code once, with its class, entry point, HTTP answer and problem type', () => {
     expect(rows.map((row) => row.code)).toEqual(codes);
     for (const row of rows) {
       const entry: ErrorCodeEntry = ERROR_CODES[row.code as ErrorCode];
-      expect({ class: row.class, from: row.from, answer: row.answer }, row.code).toEqual({
+      expect({ class: row.class, from: row.from, answer: row.answer, type: row.type }, row.code).toEqual({
         class: entry.class,
         from: entry.from,
         answer: entry.http ? `${entry.http.status} \`${entry.http.slug}\`` : '—',
+        type: entry.http ? `\`urn:idemkit:problem:${entry.http.slug}\`` : '—',
       });
     }
   });

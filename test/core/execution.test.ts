@@ -175,7 +175,7 @@ describe('a scope that cannot be stored as text, or that is reserved for idemkit
     const engine = new IdempotencyEngine({ store, scope: () => scope });
     const admission = await engine.admit({}, 'k', facts);
     expect(admission.kind === 'reject' && admission.error.status).toBe(400);
-    expect(admission.kind === 'reject' && admission.error.problem().type).toBe('https://idemkit.dev/problems/invalid-scope');
+    expect(admission.kind === 'reject' && admission.error.problem().type).toBe('urn:idemkit:problem:invalid-scope');
     expect(store.stats().records).toBe(0);
     // A well-formed astral character is an ordinary scope.
     const emoji = new IdempotencyEngine({ store, scope: () => 'tenant-\u{1F600}' });

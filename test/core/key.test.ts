@@ -65,7 +65,7 @@ describe('parseIdempotencyKey', () => {
     } catch (error) {
       const e = error as InvalidKeyError;
       expect(e.code).toBe('ERR_IDEMKIT_KEY_INVALID');
-      expect(e.problem()).toMatchObject({ type: 'https://idemkit.dev/problems/invalid-key', status: 400 });
+      expect(e.problem()).toMatchObject({ type: 'urn:idemkit:problem:invalid-key', status: 400 });
       expect(e.message).toContain('X-Idem');
     }
   });

@@ -32,7 +32,7 @@ describe('storeTimeoutMs', () => {
     // The deadline is checked by a coarse timer: refused at most 10 % past the limit.
     await vi.advanceTimersByTimeAsync(11);
     expect(response?.status).toBe(503);
-    expect((await response!.json()).type).toBe('https://idemkit.dev/problems/store-unavailable');
+    expect((await response!.json()).type).toBe('urn:idemkit:problem:store-unavailable');
     expect(executions).toBe(0);
   });
 });

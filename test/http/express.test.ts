@@ -475,7 +475,7 @@ describe.each(EXPRESS_VERSIONS)('express adapter (%s)', (_name, lib) => {
     const key = randomUUID();
     const r = await post(app, '/upload', { key, body, type: 'application/octet-stream' });
     expect(r.status).toBe(413);
-    expect(JSON.parse(r.text)).toMatchObject({ type: 'https://idemkit.dev/problems/body-too-large', limit: 1024 });
+    expect(JSON.parse(r.text)).toMatchObject({ type: 'urn:idemkit:problem:body-too-large', limit: 1024 });
     expect(executions).toBe(0);
     expect(await store.get({ scope: 'Bearer tenant', key })).toBeUndefined();
   });
@@ -733,7 +733,7 @@ describe.each(EXPRESS_VERSIONS)('problemErrorHandler (%s): errors answer problem
   it("idemkit's own problems keep their type and headers", async () => {
     const app = await quickstart();
     const missing = await post(app, '/charges', json({ amount: 1 }));
-    expect(expectCleanProblem(missing, 400)).toMatchObject({ type: 'https://idemkit.dev/problems/missing-key', status: 400 });
+    expect(expectCleanProblem(missing, 400)).toMatchObject({ type: 'urn:idemkit:problem:missing-key', status: 400 });
   });
 
   it('a body refused after the claim gives the key back: nothing ran, and a corrected retry runs', async () => {

@@ -255,7 +255,7 @@ describe('fastify adapter', () => {
   it('lets a keyless POST through on a route with required: false, and still protects keyed ones', async () => {
     const missing = await post(`${base}/object`, json({}));
     expect(missing.status).toBe(400);
-    expect(JSON.parse(missing.text).type).toBe('https://idemkit.dev/problems/missing-key');
+    expect(JSON.parse(missing.text).type).toBe('urn:idemkit:problem:missing-key');
     expect(executions).toBe(0);
     expect((await post(`${base}/optional`, json({}))).status).toBe(200);
     expect((await post(`${base}/optional`, json({}))).status).toBe(200);
@@ -295,7 +295,7 @@ describe('fastify adapter', () => {
       });
       const r = await post(`${small.url}/charges`, { key: k, body, type: 'text/plain' });
       expect(r.status).toBe(413);
-      expect(JSON.parse(r.text).type).toBe('https://idemkit.dev/problems/body-too-large');
+      expect(JSON.parse(r.text).type).toBe('urn:idemkit:problem:body-too-large');
       expect(executions).toBe(0);
       expect(await store.get(ref(k))).toBeUndefined();
       expect((await post(`${small.url}/charges`, { key: k, body: 'x'.repeat(1000), type: 'text/plain' })).status).toBe(200);
@@ -395,7 +395,7 @@ describe('fastify adapter', () => {
       expect(r.headers.get('retry-after')).toBe('1');
       expect(r.headers.get('location')).toBeNull();
       expect(r.headers.get('set-cookie')).toBeNull();
-      expect(JSON.parse(r.text).type).toBe('https://idemkit.dev/problems/store-unavailable');
+      expect(JSON.parse(r.text).type).toBe('urn:idemkit:problem:store-unavailable');
       expect(errors).toHaveLength(1);
       expect(await real.get(ref(k))).toBeUndefined();
     } finally {

@@ -99,7 +99,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(c.headers.get('content-type')).toContain('application/problem+json');
         // The retry hint (`retryAfterMs`, 1 s by default), not the 30 s lease.
         expect(c.headers.get('retry-after')).toBe('1');
-        expect(c.json().type).toBe('https://idemkit.dev/problems/request-in-progress');
+        expect(c.json().type).toBe('urn:idemkit:problem:request-in-progress');
       }
     });
 
@@ -193,7 +193,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         const r = await attempt;
         expect(r.status).toBe(422);
         expect(r.headers.get('content-type')).toContain('application/problem+json');
-        expect(r.json()).toMatchObject({ type: 'https://idemkit.dev/problems/key-reused', status: 422 });
+        expect(r.json()).toMatchObject({ type: 'urn:idemkit:problem:key-reused', status: 422 });
       }
       const replay = await send(app, '/charges', { key: k, body: { amount: 10 } });
       expect(replay.status).toBe(201);
@@ -279,7 +279,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(r.status).toBe(status);
         if (type) {
           expect(r.headers.get('content-type')).toContain('application/problem+json');
-          expect(r.json().type).toBe(`https://idemkit.dev/problems/${type}`);
+          expect(r.json().type).toBe(`urn:idemkit:problem:${type}`);
         }
       };
       const nothingStored = async (k: string, scope = 'tenant-a') => {
@@ -414,7 +414,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
       const down = await start({}, unreachableStore());
       const r = await send(down, '/charges', { key: key(), body: { amount: 1 } });
       expect(r.status).toBe(503);
-      expect(r.json().type).toBe('https://idemkit.dev/problems/store-unavailable');
+      expect(r.json().type).toBe('urn:idemkit:problem:store-unavailable');
       expect(state.executions).toBe(0);
       const open = await start({ failOpen: true }, unreachableStore());
       expect((await send(open, '/charges', { key: key(), body: { amount: 1 } })).status).toBe(201);
@@ -468,7 +468,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         const k = key();
         const late = await send(capped, '/tx-slow', { key: k, body: {}, headers: { 'x-delay-ms': '1200' } });
         expect(late.status).toBe(503);
-        expect(late.json().type).toBe('https://idemkit.dev/problems/execution-timeout');
+        expect(late.json().type).toBe('urn:idemkit:problem:execution-timeout');
         expect(effects(k)).toBe(0);
         expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
         // Nothing was committed, so the key is free again (released, or its lease has run out).
@@ -578,7 +578,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         send(app, path, { key: k, body, headers: { 'content-type': type } });
       const refused = (r: Sent) => {
         expect(r.status).toBe(422);
-        expect(r.json().type).toBe('https://idemkit.dev/problems/key-reused');
+        expect(r.json().type).toBe('urn:idemkit:problem:key-reused');
       };
 
       it('answers deep JSON (6,000 levels) without a 500, and runs it at most once per key', async () => {

@@ -525,7 +525,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
     const expectUnavailable = async ({ response, errors }: { response: Response; errors: readonly unknown[] }, via: 'store' | 'deadline') => {
       expect(response.status).toBe(503);
       expect(response.headers.get('content-type')).toContain('application/problem+json');
-      expect((await response.json()).type).toBe('https://idemkit.dev/problems/store-unavailable');
+      expect((await response.json()).type).toBe('urn:idemkit:problem:store-unavailable');
       expect(errors.length).toBeGreaterThan(0);
       const first = errors[0] as Error & { code?: string };
       if (via === 'deadline') {

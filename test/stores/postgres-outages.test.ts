@@ -115,7 +115,7 @@ interface Answer {
 function expectUnavailable(answer: Answer, via: 'store' | 'deadline' | 'either') {
   expect(answer.status).toBe(503);
   expect(answer.headers.get('content-type')).toBe('application/problem+json');
-  expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://idemkit.dev/problems/store-unavailable', status: 503 });
+  expect(JSON.parse(answer.body)).toMatchObject({ type: 'urn:idemkit:problem:store-unavailable', status: 503 });
   const unavailable = answer.errors.filter((e): e is StoreUnavailableError => e instanceof StoreUnavailableError);
   expect(unavailable.length).toBeGreaterThan(0);
   const timedOut = unavailable.some((e) => TIMED_OUT.test(e.message));
@@ -242,7 +242,7 @@ describe.skipIf(!up)('postgres store outages (web adapter)', () => {
     go();
     const answer = await pending;
     expect(answer.status).toBe(503);
-    expect(JSON.parse(answer.body).type).toBe('https://idemkit.dev/problems/store-unavailable');
+    expect(JSON.parse(answer.body).type).toBe('urn:idemkit:problem:store-unavailable');
     expect(await rowsFor(key)).toBe(0);
     // The claim was released over a new connection, so the retry runs at once.
     expect((await app.post(key)).status).toBe(201);

@@ -106,7 +106,7 @@ function app(client: Redis) {
 function expectStoreUnavailable(sent: Sent, via: 'store' | 'deadline' | 'either' = 'either'): void {
   expect(sent.status).toBe(503);
   expect(sent.contentType).toMatch(/^application\/problem\+json/);
-  expect(sent.body.type).toBe('https://idemkit.dev/problems/store-unavailable');
+  expect(sent.body.type).toBe('urn:idemkit:problem:store-unavailable');
   const unavailable = sent.errors.filter((e): e is StoreUnavailableError => e instanceof StoreUnavailableError);
   expect(unavailable.length).toBeGreaterThan(0);
   const timedOut = unavailable.some((e) => TIMED_OUT.test(e.message));
