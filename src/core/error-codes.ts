@@ -74,6 +74,7 @@ export const ERROR_CODES = {
   ERR_IDEMKIT_INVALID_REF: core('InvalidRecordRefError'),
   ERR_IDEMKIT_CORRUPT_RECORD: core('CorruptRecordError'),
   ERR_IDEMKIT_STORE_SCHEMA_MISSING: core('StoreSchemaMissingError'),
+  ERR_IDEMKIT_STORE_INCOMPATIBLE: core('StoreIncompatibleError'),
   // idemkit/client.
   ERR_IDEMKIT_REQUEST_FAILED: client('RequestFailedError'),
   ERR_IDEMKIT_RETRY_BUDGET_EXHAUSTED: client('RetryBudgetExhaustedError'),

@@ -198,6 +198,25 @@ export class StoreSchemaMissingError extends IdemkitError {
 }
 
 /**
+ * `store.verify()` found that the server, or the client, cannot run the store as configured,
+ * though it answers: `reason` says what (a server too old for the store's scripts, scripting
+ * commands an ACL or `rename-command` refuses, a key pattern the ACL user may not touch, a client
+ * that rewrites the store's keys), and the message says the fix.
+ */
+export class StoreIncompatibleError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_STORE_INCOMPATIBLE' satisfies ErrorCode;
+  readonly reason: StoreIncompatibility;
+
+  constructor(reason: StoreIncompatibility, message: string, options?: { cause?: unknown }) {
+    super(StoreIncompatibleError.code, message, options);
+    this.reason = reason;
+  }
+}
+
+/** What `StoreIncompatibleError` found. */
+export type StoreIncompatibility = 'server-version' | 'scripting-refused' | 'keys-refused' | 'key-prefix' | 'key-slot';
+
+/**
  * A scope, key or fingerprint a store refuses before it touches the backend: not a string, not
  * well-formed UTF-16 (a lone surrogate, which drivers encode as U+FFFD, so two different scopes
  * could share one record), or longer than the store's columns hold. `field` names which one.

@@ -87,7 +87,11 @@ export async function evalScript(s: Script, send: (command: 'evalsha' | 'eval', 
  * `enableAutoPipelining` `callBuffer` loses the command name (Redis answers "unknown command
  * '<sha>'"). So the per-command method is used where it exists, `callBuffer` elsewhere.
  */
-export function sendBuffer(client: Required<Pick<RedisClient, 'callBuffer'>>, command: 'evalsha' | 'eval' | 'scan' | 'set', args: RedisArgument[]): Promise<unknown> {
+export function sendBuffer(
+  client: Required<Pick<RedisClient, 'callBuffer'>>,
+  command: 'evalsha' | 'eval' | 'scan' | 'set' | 'ping' | 'info' | 'script' | 'cluster',
+  args: RedisArgument[],
+): Promise<unknown> {
   const method = (client as unknown as Record<string, unknown>)[`${command}Buffer`];
   if (typeof method === 'function') return (method as (...a: RedisArgument[]) => Promise<unknown>).apply(client, args);
   return client.callBuffer(command, ...args);

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreIncompatibleError, StoreUnavailableError } from '../core/errors.js';
 import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
@@ -9,6 +9,9 @@ import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient
 import { evalScript, sendBuffer, writeCoalescer } from '../drivers/redis.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
+
+/** Every script the store runs: what `verify()` loads on each master. */
+const SCRIPTS: readonly LuaScript[] = [CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP];
 import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
 
 export type { RedisArgument } from '../drivers/redis.js';
@@ -68,6 +71,17 @@ export interface RedisStoreOptions {
 export interface RedisStore extends IdempotencyStore {
   /** The Redis key that holds the record of `ref`. */
   keyOf(ref: RecordRef): string;
+  /**
+   * Checks, without writing a record, that Redis can run this store: every master answers PING,
+   * runs Redis 5 or later (the scripts read `TIME` before they write), and loads every script
+   * (`SCRIPT LOAD`, refused when an ACL forbids scripting or `rename-command` disabled it); a
+   * read-only script runs on a key under the prefix (refused when the ACL user's key patterns
+   * leave the prefix out); the client adds no `keyPrefix`; on a Cluster, the server puts a record
+   * key on the slot of its hash tag, as the client routes it. Throws `StoreUnavailableError` when
+   * Redis does not answer, `StoreIncompatibleError` (its `reason` says what) otherwise; each
+   * message names the problem and the fix. Call it at start-up, after `client.connect()`.
+   */
+  verify(): Promise<void>;
 }
 
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -298,10 +312,80 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     return reaped;
   }
 
+  /** One command of `verify()` on `node`: its reply, or the typed error that says what to fix. */
+  async function ask(node: RedisCommandClient, command: 'ping' | 'info' | 'script' | 'evalsha' | 'cluster', args: RedisArgument[], what: string): Promise<unknown> {
+    try {
+      return await sendBuffer(node, command, args);
+    } catch (error) {
+      throw refusal(messageOf(error), addressOf(node), what, prefix, error);
+    }
+  }
+
+  async function verifyNode(node: RedisCommandClient): Promise<void> {
+    const where = addressOf(node);
+    try {
+      await sendBuffer(node, 'ping', []);
+    } catch (error) {
+      throw new StoreUnavailableError(
+        `redis store: Redis at ${where} does not answer PING (${messageOf(error)}); check that Redis runs there, that the client was given that address and its credentials, and that it is connected (with enableOfflineQueue: false, await client.connect() before verify())`,
+        { cause: error },
+      );
+    }
+    let info: string | undefined;
+    try {
+      info = text(await sendBuffer(node, 'info', ['server']));
+    } catch (error) {
+      // An ACL may refuse INFO (@dangerous): the version is then not known, and the scripts still load below.
+      if (!/^NOPERM\b/.test(messageOf(error))) throw refusal(messageOf(error), where, 'INFO', prefix, error);
+    }
+    const version = /^redis_version:(\d+)\.(\d+)/m.exec(info ?? '');
+    if (version !== null && Number(version[1]) < 5) {
+      throw new StoreIncompatibleError(
+        'server-version',
+        `redis store: Redis at ${where} is version ${version[1]}.${version[2]}; the store needs Redis 5 or later (its scripts read TIME before they write, which older servers refuse); upgrade the server`,
+      );
+    }
+    for (const s of SCRIPTS) {
+      const sha = text(await ask(node, 'script', ['LOAD', s.source], `SCRIPT LOAD (the ${s.name} script)`));
+      if (sha !== s.sha) throw new StoreUnavailableError(`redis store: Redis at ${where} answered SCRIPT LOAD of the ${s.name} script with ${JSON.stringify(sha)}, not its SHA-1 ${s.sha}`);
+    }
+  }
+
+  async function verify(): Promise<void> {
+    const rewriting = keyPrefixOf(client);
+    if (rewriting !== undefined) {
+      throw new StoreIncompatibleError(
+        'key-prefix',
+        `redis store: the ioredis client adds keyPrefix ${JSON.stringify(rewriting)} to every key, so the store's keys are not the ones reap scans for (and a brace in it would move every record onto one Cluster slot); remove keyPrefix from the client's options and give the store \`prefix\` instead`,
+      );
+    }
+    const cluster = typeof client.nodes === 'function';
+    const nodes = cluster ? client.nodes!('master') : [client];
+    if (nodes.length === 0) {
+      throw new StoreUnavailableError('redis store: the Cluster client knows no master node; await its `ready` event (or check its startup nodes) before verify()');
+    }
+    await Promise.all(nodes.map(verifyNode));
+    // A read-only script on a key under the prefix: EVALSHA, and the ACL's key patterns, as every operation uses them.
+    const probe = redisRecordKey(prefix, { scope: 'idemkit:verify', key: 'probe' });
+    const found = await ask(client, 'evalsha', [READ.sha, 1, probe, graceMs], 'EVALSHA (the read script)');
+    if (found !== null) throw new StoreUnavailableError(`redis store: the verify probe key ${probe} holds a record; it is never written, so another program writes under the prefix ${JSON.stringify(prefix)}`);
+    if (!cluster) return;
+    // Each script takes one key, the record's: the client routes it by its hash tag, and the server must agree.
+    const answer = await ask(client, 'cluster', ['KEYSLOT', probe], 'CLUSTER KEYSLOT');
+    const slot = typeof answer === 'number' ? answer : Number(text(answer));
+    if (slot !== keySlot(probe)) {
+      throw new StoreIncompatibleError(
+        'key-slot',
+        `redis store: the Cluster puts the record key ${probe} on slot ${slot}, not on slot ${keySlot(probe)} of its hash tag, where the client sends its scripts; the server or a proxy in front of it does not hash keys as Redis Cluster does (route the client to the Cluster's own nodes)`,
+      );
+    }
+  }
+
   return {
     name: 'redis',
     maxResponseBytes,
     keyOf,
+    verify,
     claim,
     // 0 ends the lease now (how ctx.suspend() gives it back): a claim of the same request takes over at once.
     async renew(ref, token, leaseMs) {
@@ -321,6 +405,62 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     get,
     reap,
   };
+}
+
+/**
+ * What a refused command of `verify()` means: an ACL that forbids the command or the store's keys,
+ * a command renamed away, or (anything else) a server that failed to answer.
+ */
+function refusal(message: string, where: string, what: string, prefix: string, cause: unknown): StoreIncompatibleError | StoreUnavailableError {
+  if (/^NOPERM\b/.test(message) && /\bkeys?\b/i.test(message)) {
+    return new StoreIncompatibleError(
+      'keys-refused',
+      `redis store: Redis at ${where} refuses the store's keys to this connection's ACL user (${what}: ${message}); allow them: ACL SETUSER <user> ~${prefix}:*`,
+      { cause },
+    );
+  }
+  if (/^NOPERM\b/.test(message)) {
+    return new StoreIncompatibleError(
+      'scripting-refused',
+      `redis store: Redis at ${where} refuses ${what} to this connection's ACL user (${message}); the store runs Lua scripts: ACL SETUSER <user> +@scripting (at least +script|load +evalsha +eval)`,
+      { cause },
+    );
+  }
+  if (/unknown (sub)?command/i.test(message)) {
+    return new StoreIncompatibleError(
+      'scripting-refused',
+      `redis store: Redis at ${where} does not know ${what} (${message}); the store runs Lua scripts: remove the rename-command of EVAL, EVALSHA and SCRIPT from the server's configuration`,
+      { cause },
+    );
+  }
+  return new StoreUnavailableError(`redis store: ${what} failed at ${where}: ${message}`, { cause });
+}
+
+/** `host:port` of an ioredis node, for messages. */
+function addressOf(node: object): string {
+  const options = (node as { options?: { host?: unknown; port?: unknown; path?: unknown } }).options;
+  if (typeof options?.path === 'string' && options.path !== '') return options.path;
+  return typeof options?.host === 'string' && options.port !== undefined ? `${options.host}:${String(options.port)}` : 'the server';
+}
+
+/** The ioredis `keyPrefix` of a client (a `Redis`, or a `Cluster` through its node options), if any. */
+function keyPrefixOf(client: object): string | undefined {
+  const options = (client as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
+  const keyPrefix = options?.keyPrefix ?? options?.redisOptions?.keyPrefix;
+  return typeof keyPrefix === 'string' && keyPrefix !== '' ? keyPrefix : undefined;
+}
+
+/** The Cluster slot of `key`, as Redis computes it: CRC16 (XMODEM) of its hash tag (or the whole key), mod 16384. */
+export function keySlot(key: string): number {
+  const open = key.indexOf('{');
+  const close = open === -1 ? -1 : key.indexOf('}', open + 1);
+  const hashed = close > open + 1 ? key.slice(open + 1, close) : key;
+  let crc = 0;
+  for (const byte of Buffer.from(hashed, 'utf8')) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
 }
 
 const WRONG_TYPE = 'the key does not hold a string (records are strings; a hash is from an earlier idemkit)';

@@ -6,7 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/store.js';
-import { redisStore } from '../../src/stores/redis.js';
+import { keySlot, redisStore } from '../../src/stores/redis.js';
+import { CHECKPOINT, CLAIM, COMPLETE, READ, REAP, RELEASE, RENEW } from '../../src/stores/redis-lua.js';
 import type { RedisClusterHandle } from '../support/redis-servers.js';
 import { deleteKeys, requireRedisBinaries, sleep, startRedisCluster } from '../support/redis-servers.js';
 import { describeStoreContract } from './contract.js';
@@ -86,6 +87,29 @@ describe.skipIf(!binaries)('redis store on a 3-master Redis Cluster', () => {
       await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
       const replay = await store.claim(ref, 'fp', opts);
       expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('ok');
+    });
+
+    it('verify() loads every script on every master, and the server slots record keys by their hash tag', async () => {
+      await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+      const store = redisStore({ client, prefix: 'verify' });
+      await expect(store.verify()).resolves.toBeUndefined();
+      for (const node of client.nodes('master')) {
+        expect(await node.script('EXISTS', ...[CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP].map((s) => s.sha))).toEqual([1, 1, 1, 1, 1, 1, 1]);
+      }
+      for (let i = 0; i < 20; i++) {
+        const key = store.keyOf({ scope: 't', key: `k-${i}` });
+        expect(await client.cluster('KEYSLOT', key)).toBe(keySlot(key));
+      }
+    });
+
+    it('verify() with a keyPrefix on the Cluster client: StoreIncompatibleError', async () => {
+      const prefixed = new Cluster([...(await cluster()).nodes], { enableOfflineQueue: false, keyPrefix: 'app{x}:', redisOptions: { maxRetriesPerRequest: 0 } });
+      prefixed.on('error', () => {});
+      try {
+        await expect(redisStore({ client: prefixed, prefix: 'verify' }).verify()).rejects.toMatchObject({ code: 'ERR_IDEMKIT_STORE_INCOMPATIBLE', reason: 'key-prefix' });
+      } finally {
+        prefixed.disconnect();
+      }
     });
   });
 });

@@ -1,0 +1,167 @@
+/**
+ * `store.verify()` on the Redis store, against the real Redis on 6379: it passes on a server that
+ * can run the store, and each failure it names is provoked for real where Redis allows it (an ACL
+ * user without scripting, one without the store's keys, EVALSHA renamed away on a server of our
+ * own, a closed port, an ioredis keyPrefix); only a server older than Redis 5 is played by a fake.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreIncompatibleError, StoreUnavailableError } from '../../src/core/errors.js';
+import type { RedisArgument, RedisClient } from '../../src/stores/redis.js';
+import { keySlot, redisStore } from '../../src/stores/redis.js';
+import type { RedisServer } from '../support/redis-servers.js';
+import { connectStoreClient, freePort, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
+import { REDIS, requireService } from '../support/services.js';
+
+const up = await requireService(REDIS);
+const binaries = up && requireRedisBinaries();
+/** This run's key prefix and ACL user names: unique, so parallel runs never share them. */
+const RUN = `idemkit-verify-${randomUUID().slice(0, 8)}`;
+
+/** What verify() threw (it must throw). */
+async function refusal(promise: Promise<void>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('verify() passed');
+}
+
+describe.skipIf(!up)('redisStore verify() on Redis 6379', () => {
+  let admin: Redis;
+  const users: string[] = [];
+  const clients: Redis[] = [];
+  const connect = async (extra: RedisOptions = {}) => {
+    const client = await connectStoreClient(REDIS.port, extra);
+    clients.push(client);
+    return client;
+  };
+  /** An ACL user of this run, with a password, and `rules` beyond `on`. */
+  const aclUser = async (suffix: string, rules: string[]) => {
+    const name = `${RUN}-${suffix}`;
+    const password = randomUUID();
+    users.push(name);
+    await admin.call('ACL', 'SETUSER', name, 'reset', 'on', `>${password}`, ...rules);
+    return { username: name, password };
+  };
+
+  beforeAll(async () => {
+    admin = await connectStoreClient(REDIS.port);
+  });
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    if (users.length > 0) await admin.call('ACL', 'DELUSER', ...users);
+    admin.disconnect();
+  });
+
+  it('passes on a server that can run the store, and leaves no key behind', async () => {
+    const store = redisStore({ client: admin, prefix: RUN });
+    await expect(store.verify()).resolves.toBeUndefined();
+    expect(await admin.keys(`${RUN}*`)).toEqual([]);
+    // It loaded every script: a cache flush is not needed for EVALSHA to find them afterwards.
+    const claim = await store.claim({ scope: 't', key: 'k' }, 'fp', { leaseMs: 5_000, windowMs: 60_000 });
+    expect(claim.kind).toBe('acquired');
+    await admin.del(store.keyOf({ scope: 't', key: 'k' }));
+  });
+
+  it('an ACL user without scripting: StoreIncompatibleError naming SCRIPT LOAD and the ACL fix', async () => {
+    const client = await connect(await aclUser('noscript', [`~${RUN}:*`, '+@all', '-@scripting']));
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toBeInstanceOf(StoreIncompatibleError);
+    expect(error).toMatchObject({ code: 'ERR_IDEMKIT_STORE_INCOMPATIBLE', reason: 'scripting-refused' });
+    expect(error.message).toContain(`Redis at 127.0.0.1:${REDIS.port} refuses SCRIPT LOAD (the claim script) to this connection's ACL user (NOPERM`);
+    expect(error.message).toContain('ACL SETUSER <user> +@scripting');
+  });
+
+  it("an ACL user whose key patterns leave out the prefix: StoreIncompatibleError naming the pattern to allow", async () => {
+    const client = await connect(await aclUser('otherkeys', ['~elsewhere:*', '+@all']));
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toMatchObject({ code: 'ERR_IDEMKIT_STORE_INCOMPATIBLE', reason: 'keys-refused' });
+    expect(error.message).toContain(`refuses the store's keys to this connection's ACL user (EVALSHA (the read script): NOPERM`);
+    expect(error.message).toContain(`ACL SETUSER <user> ~${RUN}:*`);
+  });
+
+  it('an ACL user refused INFO still verifies (the version is then not read)', async () => {
+    const client = await connect({ ...(await aclUser('noinfo', [`~${RUN}:*`, '+@all', '-info'])), enableReadyCheck: false });
+    await expect(redisStore({ client, prefix: RUN }).verify()).resolves.toBeUndefined();
+  });
+
+  it('a client pointed at a closed port: StoreUnavailableError naming PING and the address', async () => {
+    const port = await freePort();
+    const client = new Redis({ host: '127.0.0.1', port, ...STORE_CLIENT_OPTIONS });
+    client.on('error', () => {});
+    clients.push(client);
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error.message).toMatch(new RegExp(`^redis store: Redis at 127\\.0\\.0\\.1:${port} does not answer PING \\(`));
+    expect(error.message).toContain('await client.connect() before verify()');
+  });
+
+  it('an ioredis keyPrefix: StoreIncompatibleError saying to use the store’s prefix', async () => {
+    const client = await connect({ keyPrefix: 'app:' });
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toMatchObject({ reason: 'key-prefix' });
+    expect(error.message).toContain('the ioredis client adds keyPrefix "app:" to every key');
+    expect(error.message).toContain('give the store `prefix` instead');
+  });
+});
+
+describe.skipIf(!binaries)('redisStore verify() on a server with EVALSHA renamed away', () => {
+  let server: RedisServer;
+  let client: Redis;
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-verify-'));
+  beforeAll(async () => {
+    server = await startRedisServer({ dir, args: ['--rename-command', 'EVALSHA', ''] });
+    client = await connectStoreClient(server.port);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('StoreIncompatibleError naming the command and rename-command', async () => {
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toMatchObject({ reason: 'scripting-refused' });
+    expect(error.message).toContain(`Redis at 127.0.0.1:${server.port} does not know EVALSHA (the read script) (ERR unknown command`);
+    expect(error.message).toContain('remove the rename-command of EVAL, EVALSHA and SCRIPT');
+  });
+});
+
+describe('redisStore verify() on a server before Redis 5 (a fake: none runs here)', () => {
+  it('StoreIncompatibleError naming the version and the upgrade', async () => {
+    const sent: string[] = [];
+    const client: RedisClient = {
+      async callBuffer(command: string, ...args: RedisArgument[]) {
+        sent.push(command);
+        if (command === 'ping') return 'PONG';
+        if (command === 'info') return Buffer.from('# Server\r\nredis_version:4.0.14\r\nredis_mode:standalone\r\n');
+        throw new Error(`unexpected ${command} ${args.join(' ')}`);
+      },
+    };
+    const error = await refusal(redisStore({ client, prefix: RUN, coalesceWrites: false }).verify());
+    expect(error).toMatchObject({ reason: 'server-version' });
+    expect(error.message).toBe(
+      'redis store: Redis at the server is version 4.0; the store needs Redis 5 or later (its scripts read TIME before they write, which older servers refuse); upgrade the server',
+    );
+    expect(sent).toEqual(['ping', 'info']);
+  });
+});
+
+describe('keySlot', () => {
+  it('is Redis’s CRC16 slot of the hash tag (the reference values of the Cluster specification)', () => {
+    expect(keySlot('123456789')).toBe(0x31c3 % 16384);
+    expect(keySlot('foo')).toBe(12182);
+    expect(keySlot('{user1000}.following')).toBe(keySlot('user1000'));
+    // CLUSTER KEYSLOT's documented examples.
+    expect(keySlot('somekey')).toBe(11058);
+    expect(keySlot('foo{hash_tag}')).toBe(2515);
+    expect(keySlot('foo{{bar}}')).toBe(keySlot('{bar'));
+  });
+});
