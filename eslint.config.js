@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '.docs-check/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
