@@ -47,6 +47,8 @@ const PLUGIN_OPTIONS: ReadonlySet<string> = new Set([
   'failOpen',
   'onError',
   'logger',
+  'events',
+  'redactKeys',
   'problemTypeBase',
 ] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotencyRouteConfig>>);
 

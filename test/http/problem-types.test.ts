@@ -18,7 +18,7 @@ import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
 import { idempotency as honoIdempotency } from '../../src/http/hono.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { signWebhook, webhookExpress, webhookFastify, webhookHandler, webhookReceiver } from '../../src/messaging/index.js';
-import type { FastifyLikeInstance, WebhookOptions } from '../../src/messaging/index.js';
+import type { FastifyLikeInstance, StoreWebhookOptions, WebhookCommonOptions, WebhookOptions } from '../../src/messaging/index.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import type { TestApp } from './harness.js';
 import { listenServer } from './apps/listen.js';
@@ -206,7 +206,7 @@ describe('problemErrorHandler', () => {
 
 describe('the webhook receivers', () => {
   const secret = 'whsec_' + randomBytes(24).toString('base64');
-  const options = (extra: Partial<WebhookOptions> = {}): WebhookOptions => ({ secret, store: memoryStore(), consumer: `problems-${randomUUID()}`, onEvent: () => {}, ...extra });
+  const options = (extra: Partial<WebhookCommonOptions & Pick<StoreWebhookOptions, 'onEvent'>> = {}): WebhookOptions => ({ secret, store: memoryStore(), consumer: `problems-${randomUUID()}`, onEvent: () => {}, ...extra });
   const unsigned = { 'webhook-id': 'evt_1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' };
 
   it('answer their own problems and body-too-large under the base; the default without it', async () => {
