@@ -260,6 +260,8 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
   if (transactional && !isTransactionalStore(store)) {
     read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
   }
+  // A store that can tell now that its transactions would fail (SQLite on an in-memory database) says so at mount.
+  if (transactional) (store as TransactionalStore).checkTransactions?.();
   const resolved: ResolvedOptions<Req> = {
     store,
     methods,

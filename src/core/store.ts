@@ -87,6 +87,11 @@ export interface StoreTransaction<Tx> {
 
 export interface TransactionalStore<Tx = unknown> extends IdempotencyStore {
   beginTransaction(): Promise<StoreTransaction<Tx>>;
+  /**
+   * Throws (`InvalidOptionError`, naming the store option) when `beginTransaction` could not work as
+   * configured; transactional mode calls it when it is mounted, so the error comes before any request.
+   */
+  checkTransactions?(): void;
 }
 
 /**

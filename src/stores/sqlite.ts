@@ -1,4 +1,4 @@
-import { LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   Claim,
@@ -45,12 +45,36 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
    * @default Date.now
    */
   readonly clock?: Clock;
+  /**
+   * Opens the connection of the store's own that transactions run on (transactional mode's
+   * `ctx.tx`, `ctx.beginTransaction()`), so no statement sent through `database` can join one.
+   * Called once, on the first transaction; `store.close()` closes what it returned.
+   * @default the file of `database`, opened again with the same constructor and `busyTimeoutMs`
+   */
+  readonly open?: () => DB;
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
 export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords {
   /** Creates the table and its expiry index if missing (run by the factory too). */
   migrate(): void;
+  /**
+   * Checks that the table is there with every column the store uses; throws
+   * `StoreSchemaMissingError` naming what is missing and `store.migrate()` as the fix.
+   */
+  verify(): Promise<void>;
+  /**
+   * Runs `fn(database)` once no transaction of this process is open on the file (the store's, or
+   * an `idemkit/patterns` executor's over `database`): the way to write through `database` outside
+   * a request while transactional requests run. A synchronous better-sqlite3 call made directly
+   * instead, while a transaction is open, fails at once with SQLITE_BUSY (the file has one writer)
+   * and never joins the transaction. Only the synchronous part of `fn` is covered.
+   */
+  exclusive<T>(fn: (database: DB) => T): Promise<T>;
+  /** Throws when transactions cannot be opened as configured (an in-memory `database` without `open`). */
+  checkTransactions(): void;
+  /** Closes the store's own transaction connection, if it was opened. `database` stays the caller's to close. */
+  close(): void;
 }
 
 interface Row {
@@ -70,10 +94,20 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 // A record is gone for every purpose once its window has passed and no live lease holds it.
 const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'completed' OR ${t}.lease_until <= @now))`;
 
+/** The columns the statements below read or write, for `verify()`. */
+const COLUMNS = [
+  'scope', 'key', 'fingerprint', 'state', 'token', 'attempt', 'lease_until', 'expires_at',
+  'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted',
+] as const;
+
 /**
  * The embedded store on better-sqlite3. Each claim decision is one atomic upsert; a replay is one
- * indexed read. In-process work is serialised behind an open transaction, because better-sqlite3
- * has one connection and a statement run mid-transaction would join it.
+ * indexed read. Transactions run on a connection of the store's own (`open`), never on `database`:
+ * a statement sent on a connection inside a transaction joins it, so the app's writes through
+ * `database` could otherwise commit or roll back with a request's. The file has one writer at a
+ * time, so in-process work through `database` (the store's own statements, idemkit executors,
+ * `exclusive`) is queued behind an open transaction instead of waiting on the file lock, which
+ * better-sqlite3 does synchronously, stalling the event loop that would end the transaction.
  */
 export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptions<DB>): SqliteStore<DB> {
   const read = optionReader('sqliteStore()', options);
@@ -84,6 +118,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   const busyTimeoutMs = read.integer('busyTimeoutMs', { default: 5_000 });
   const now = read.function('clock', { default: systemClock, expected: 'a function returning epoch ms' });
   const configure = read.boolean('configure', { default: true });
+  const open = read.function('open', { expected: 'a function returning a new better-sqlite3 Database on the same file' });
   read.done();
   if (configure) {
     db.pragma('journal_mode = WAL');
@@ -140,14 +175,12 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     `UPDATE ${t} SET lease_until = @now + @lease
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
   );
-  const checkpoint = db.prepare(
-    `UPDATE ${t} SET recovery_point = @point, recovery_data = @data
-      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
-  );
-  const complete = db.prepare(
-    `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted
-      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
-  );
+  const checkpointSql = `UPDATE ${t} SET recovery_point = @point, recovery_data = @data
+      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
+  const completeSql = `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted
+      WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
+  const checkpoint = db.prepare(checkpointSql);
+  const complete = db.prepare(completeSql);
   const release = db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`);
   const reap = db.prepare(
     `DELETE FROM ${t} WHERE (scope, key) IN (SELECT scope, key FROM ${t} WHERE ${EXPIRED(t)} LIMIT @limit)`,
@@ -159,7 +192,61 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     `SELECT scope, key, state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
        FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND expires_at > @now ORDER BY lease_until LIMIT @limit`,
   );
+  const columns = db.prepare(`SELECT name FROM pragma_table_info('${t}')`);
   const gate = gateFor(db);
+
+  /** The file `database` is on; undefined for an in-memory or temporary database. */
+  const fileOf = (): string | undefined => {
+    const list = db.pragma('database_list') as Array<{ name: string; file: string }> | undefined;
+    const main = Array.isArray(list) ? list.find((entry) => entry.name === 'main') : undefined;
+    return main?.file ? main.file : undefined;
+  };
+  const checkTransactions = () => {
+    if (open === undefined && fileOf() === undefined) {
+      throw new InvalidOptionError(
+        'database',
+        'transactions run on a second connection the sqlite store opens to the same file (so that no statement sent through `database` can join them), and an in-memory or temporary database cannot be opened twice; open the Database on a file (a temporary file in tests)',
+      );
+    }
+  };
+  // The store's own connection for transactions, opened on the first one.
+  let own: { conn: DB; complete: SqliteStatement; checkpoint: SqliteStatement } | undefined;
+  const ownConnection = () => {
+    if (own) return own;
+    checkTransactions();
+    let conn: DB;
+    try {
+      conn = open ? open() : new (db.constructor as new (file: string, o: { timeout: number }) => DB)(fileOf()!, { timeout: busyTimeoutMs });
+    } catch (error) {
+      throw new StoreUnavailableError('sqlite store: could not open its transaction connection (the `open` option opens it)', { cause: error });
+    }
+    if (conn === (db as unknown) || typeof conn?.prepare !== 'function') {
+      throw new InvalidOptionError('open', 'expected a function returning a new better-sqlite3 Database on the same file, not `database` itself');
+    }
+    if (configure) {
+      conn.pragma('synchronous = NORMAL');
+      conn.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    }
+    own = { conn, complete: conn.prepare(completeSql), checkpoint: conn.prepare(checkpointSql) };
+    return own;
+  };
+  /**
+   * While a transaction holds the file, a write through `database` can only fail: this thread
+   * holds the lock it would wait for. Its busy timeout goes to 0 meanwhile, so it fails at once
+   * (SQLITE_BUSY) instead of blocking the event loop for the whole timeout first.
+   */
+  const failFastWhileOpen = (): (() => void) => {
+    const before = db.pragma('busy_timeout', { simple: true });
+    db.pragma('busy_timeout = 0');
+    return () => {
+      try {
+        db.pragma(`busy_timeout = ${Number(before)}`);
+      } catch {
+        // `database` was closed meanwhile: nothing to restore.
+      }
+    };
+  };
+
   const fenced = (stmt: SqliteStatement, params: object) => {
     if (stmt.run(params).changes !== 1) throw new LeaseLostError();
   };
@@ -219,6 +306,21 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     name: 'sqlite',
     maxResponseBytes,
     migrate,
+    async verify() {
+      const present = new Set(((await gate.run(() => columns.all())) as Array<{ name: string }>).map((row) => row.name));
+      if (present.size === 0) throw new StoreSchemaMissingError('sqlite', [`table ${table}`], '`store.migrate()`');
+      const missing = COLUMNS.filter((column) => !present.has(column));
+      if (missing.length > 0) {
+        throw new StoreSchemaMissingError('sqlite', missing.map((column) => `column ${table}.${column}`), `\`store.migrate()\` on a new table (the table ${table} predates this version, or is not idemkit's)`);
+      }
+    },
+    exclusive: (fn) => gate.run(() => fn(db)),
+    checkTransactions,
+    close() {
+      const opened = own;
+      own = undefined;
+      if (opened) (opened.conn as DB & { close?: () => unknown }).close?.();
+    },
     claim: (ref, fp, o) => gated(ref, () => claimNow(ref, fp, o)),
     renew: (ref, token, leaseMs) => gated(ref, () => renew.run({ ...ref, token, now: now(), lease: leaseMs }).changes === 1),
     checkpoint: (ref, token, point, data) => gated(ref, () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
@@ -232,33 +334,43 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       return rows.map((row) => toRecord({ scope: row.scope, key: row.key }, row)!);
     },
     async beginTransaction(): Promise<StoreTransaction<DB>> {
+      const connection = ownConnection();
+      const { conn } = connection;
       const unlock = await gate.lock();
+      let restore: () => void;
       try {
+        restore = failFastWhileOpen();
         // IMMEDIATE: the completion cannot fail on lock upgrade later.
-        db.exec(BEGIN);
+        try {
+          conn.exec(BEGIN);
+        } catch (error) {
+          restore();
+          throw error;
+        }
       } catch (error) {
         unlock();
         throw new StoreUnavailableError('sqlite store: could not begin a transaction', { cause: error });
       }
-      let open = true;
+      let active = true;
       const end = (sql: string) => {
-        if (!open) return;
-        open = false;
+        if (!active) return;
+        active = false;
         try {
-          if (db.inTransaction) db.exec(sql);
+          if (conn.inTransaction) conn.exec(sql);
         } finally {
+          restore();
           unlock();
         }
       };
       return {
-        tx: db,
+        tx: conn,
         complete: async (ref, token, response) => {
           checkRecordRef(ref);
-          fenced(complete, completeParams(ref, token, response));
+          fenced(connection.complete, completeParams(ref, token, response));
         },
         checkpoint: async (ref, token, point, data) => {
           checkRecordRef(ref);
-          fenced(checkpoint, checkpointParams(ref, token, point, data));
+          fenced(connection.checkpoint, checkpointParams(ref, token, point, data));
         },
         commit: async () => end('COMMIT'),
         rollback: async () => end('ROLLBACK'),

@@ -5,6 +5,7 @@ import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InvalidRecordRefError, TransactionEndedError } from '../../src/core/errors.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteFile } from '../support/sqlite-file.js';
 
 const facts = { method: 'POST', path: '/charges', contentType: 'application/json', body: Buffer.from('{}') };
 const answer = { status: 201, headers: [], body: Buffer.from('{}'), bodyOmitted: false };
@@ -94,12 +95,16 @@ describe('the lease belongs to the handler, not to the connection', () => {
 
 describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
   const setup = (options: { maxExecutionMs?: number; onError?: (e: unknown) => void } = {}) => {
-    const db = new Database(':memory:');
+    const { db, cleanup } = sqliteFile();
     db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
     const store = sqliteStore({ database: db });
     const engine = new IdempotencyEngine({ store, transactional: true, leaseMs: 300, ...options });
     const effects = () => (db.prepare('SELECT count(*) AS n FROM effects').get() as { n: number }).n;
-    return { db, store, engine, effects };
+    const close = () => {
+      store.close();
+      cleanup();
+    };
+    return { db, store, engine, effects, close };
   };
   const admitted = async (engine: IdempotencyEngine, key: string) => {
     const admission = await engine.admit({}, key, facts);
@@ -108,7 +113,7 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
   };
 
   it('is the driver object while the request runs, and refuses every call after it answered', async () => {
-    const { db, engine, effects } = setup();
+    const { engine, effects, close } = setup();
     const execution = await admitted(engine, 'k');
     const tx = execution.context.tx as Database.Database;
     expect(tx).toBeInstanceOf(Database);
@@ -125,13 +130,14 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
     expect(() => many(2)).toThrow(TransactionEndedError);
     expect(() => tx.exec("INSERT INTO effects (key) VALUES ('after')")).toThrow(/ctx\.tx was used after its request ended/);
     expect(effects()).toBe(1);
-    db.close();
+    close();
   });
 
   it('a phase transaction (ctx.beginTransaction) refuses use once it committed', async () => {
-    const db = new Database(':memory:');
+    const { db, cleanup } = sqliteFile();
     db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
-    const engine = new IdempotencyEngine({ store: sqliteStore({ database: db }) });
+    const store = sqliteStore({ database: db });
+    const engine = new IdempotencyEngine({ store });
     const execution = await admitted(engine, 'phase');
     const phase = await execution.context.beginTransaction();
     const tx = phase.tx as Database.Database;
@@ -141,20 +147,22 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
     expect(() => tx.prepare('INSERT INTO effects (key) VALUES (?)').run('after')).toThrow(/the phase transaction was used after it committed/);
     expect((db.prepare('SELECT count(*) AS n FROM effects').get() as { n: number }).n).toBe(1);
     await execution.finish(answer);
-    db.close();
+    store.close();
+    cleanup();
   });
 
   it('past maxExecutionMs rolls back at once, refuses the late write, and answers execution-timeout', async () => {
     vi.useFakeTimers();
     try {
       const reported: unknown[] = [];
-      const { db, store, engine, effects } = setup({ maxExecutionMs: 500, onError: (e) => reported.push(e) });
+      const { db, store, engine, effects, close } = setup({ maxExecutionMs: 500, onError: (e) => reported.push(e) });
       const execution = await admitted(engine, 'late');
       const tx = execution.context.tx as Database.Database;
       tx.prepare('INSERT INTO effects (key) VALUES (?)').run('before the ceiling');
       await vi.advanceTimersByTimeAsync(700);
       expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
-      expect(db.inTransaction).toBe(false); // rolled back while the handler still runs
+      // Rolled back while the handler still runs: the file's write lock is free again.
+      expect(() => db.exec('BEGIN IMMEDIATE; ROLLBACK')).not.toThrow();
       expect(() => tx.prepare('INSERT INTO effects (key) VALUES (?)').run('after')).toThrow(/maxExecutionMs/);
       await expect(execution.context.checkpoint('late')).rejects.toThrow(TransactionEndedError);
       const answered = await execution.finish(answer);
@@ -162,7 +170,7 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
       expect(answered?.status).toBe(503);
       expect(effects()).toBe(0);
       expect(await store.get({ scope: '', key: 'late' })).toBeUndefined(); // released: nothing committed
-      db.close();
+      close();
     } finally {
       vi.useRealTimers();
     }

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +13,7 @@ import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { createFastifyApp } from './apps/fastify-app.js';
 import { describeMatrix } from './matrix.js';
+import { sqliteFile } from '../support/sqlite-file.js';
 import { until } from '../support/until.js';
 
 interface Sent {
@@ -367,7 +367,7 @@ describe('fastify adapter', () => {
   });
 
   it('answers the problem, without the handler headers, when a transactional completion fails', async () => {
-    const db = new Database(':memory:');
+    const { db, cleanup } = sqliteFile();
     const real = sqliteStore({ database: db });
     const failing = {
       ...real,
@@ -400,7 +400,8 @@ describe('fastify adapter', () => {
       expect(await real.get(ref(k))).toBeUndefined();
     } finally {
       await txApp.server.close();
-      db.close();
+      real.close();
+      cleanup();
     }
   });
 

@@ -436,6 +436,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         txApp = await start({ transactional: true }, txStore);
       });
       afterAll(() => {
+        txStore.close();
         db.close();
         rmSync(dir, { recursive: true, force: true });
       });

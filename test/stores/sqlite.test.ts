@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, LeaseLostError } from '../../src/core/errors.js';
+import { IdempotencyEngine } from '../../src/core/engine.js';
+import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError } from '../../src/core/errors.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { describeStoreContract } from './contract.js';
 import { manualClock } from './manual-clock.js';
@@ -91,5 +92,76 @@ describe('sqliteStore', () => {
     expect(() => sqliteStore({ database: db, table: 'x; DROP TABLE y' })).toThrow(/`table`/);
     expect(() => sqliteStore({ database: db, maxResponseBytes: -1 })).toThrow(/maxResponseBytes/);
     cleanup();
+  });
+
+  it('verify() passes on its table, and names a missing table or column with store.migrate() as the fix', async () => {
+    const { db, cleanup } = tempDb();
+    const store = sqliteStore({ database: db, table: 'verified_records' });
+    await expect(store.verify()).resolves.toBeUndefined();
+    db.exec('DROP TABLE verified_records');
+    const missing = await store.verify().catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(StoreSchemaMissingError);
+    expect(missing).toMatchObject({ code: 'ERR_IDEMKIT_STORE_SCHEMA_MISSING', missing: ['table verified_records'] });
+    expect((missing as Error).message).toBe('sqlite store: missing table verified_records; run `store.migrate()`');
+    store.migrate();
+    await expect(store.verify()).resolves.toBeUndefined();
+    db.exec('DROP TABLE verified_records; CREATE TABLE verified_records (scope TEXT, key TEXT, fingerprint TEXT, state TEXT, token TEXT, attempt INTEGER, lease_until INTEGER, expires_at INTEGER, status INTEGER, headers TEXT, body BLOB, body_omitted INTEGER)');
+    await expect(store.verify()).rejects.toMatchObject({ missing: ['column verified_records.recovery_point', 'column verified_records.recovery_data'] });
+    cleanup();
+  });
+
+  it('runs transactions on a connection of its own: a write through `database` cannot join one, and fails at once instead of waiting for the lock', async () => {
+    const { db, cleanup } = tempDb();
+    const store = sqliteStore({ database: db });
+    db.exec('CREATE TABLE effects (v TEXT)');
+    const tx = await store.beginTransaction();
+    expect(tx.tx).not.toBe(db);
+    expect(tx.tx).toBeInstanceOf(Database);
+    expect(db.inTransaction).toBe(false);
+    tx.tx.prepare("INSERT INTO effects VALUES ('in tx')").run();
+    // This thread holds the lock the write would wait for: busy timeout 0 while the transaction is open.
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(0);
+    expect(() => db.prepare("INSERT INTO effects VALUES ('direct')").run()).toThrow(expect.objectContaining({ code: 'SQLITE_BUSY' }));
+    // Reads go on (WAL) and see only what is committed.
+    expect(db.prepare('SELECT count(*) AS n FROM effects').get()).toEqual({ n: 0 });
+    const written: string[] = [];
+    const outside = store.exclusive((database) => {
+      database.prepare("INSERT INTO effects VALUES ('outside')").run();
+      written.push('outside');
+      return 'done';
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(written).toEqual([]);
+    await tx.rollback();
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    await expect(outside).resolves.toBe('done');
+    expect(db.prepare('SELECT v FROM effects').all()).toEqual([{ v: 'outside' }]);
+    store.close();
+    cleanup();
+  });
+
+  it('opens its transaction connection with `open`, once, and refuses `database` itself', async () => {
+    const { db, file, cleanup } = tempDb();
+    let opened = 0;
+    const store = sqliteStore({ database: db, open: () => (opened++, new Database(file)) });
+    expect(opened).toBe(0); // not before the first transaction
+    await (await store.beginTransaction()).rollback();
+    await (await store.beginTransaction()).commit();
+    expect(opened).toBe(1);
+    store.close();
+    const same = sqliteStore({ database: db, open: () => db });
+    await expect(same.beginTransaction()).rejects.toThrow(/Invalid option `open`: .*not `database` itself/);
+    expect(() => sqliteStore({ database: db, open: 'store.db' as never })).toThrow(/`open`/);
+    cleanup();
+  });
+
+  it('refuses transactional mode on an in-memory database when it is mounted, naming the fix; without transactions it is fine', async () => {
+    const db = new Database(':memory:');
+    const store = sqliteStore({ database: db });
+    expect(() => new IdempotencyEngine({ store, transactional: true })).toThrow(/Invalid option `database`: .*open the Database on a file/);
+    await expect(store.beginTransaction()).rejects.toBeInstanceOf(InvalidOptionError);
+    expect(() => new IdempotencyEngine({ store })).not.toThrow();
+    expect((await store.claim(ref, 'fp', opts)).kind).toBe('acquired');
+    db.close();
   });
 });
