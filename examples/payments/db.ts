@@ -35,8 +35,13 @@ export async function openDb(url: string, prefix = ''): Promise<PaymentsDb> {
     const { sqliteStore } = await import('idemkit/stores/sqlite');
     const database = new Database(url.slice('sqlite:'.length), { timeout: 10_000 });
     // WAL + a busy timeout: the demo reads the file from another process while the service writes.
+    // The store's transactions (ctx.tx) run on a connection of its own; the executor over `database`
+    // waits for them instead of joining them.
     const store = sqliteStore({ database, table: t.idempotency });
-    return finish('sqlite', url, t, sqlExecutor(database), store as TransactionalStore<unknown>, async () => void database.close());
+    return finish('sqlite', url, t, sqlExecutor(database), store as TransactionalStore<unknown>, async () => {
+      store.close();
+      database.close();
+    });
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
     const { default: pg } = await import('pg');

@@ -9,8 +9,8 @@ export interface Fence {
 /**
  * The handle a handler writes through (`ctx.tx`), refusing every call once its execution is over.
  *
- * The driver object behind it (a pooled pg client, a mysql2 connection, the one better-sqlite3
- * connection) outlives the transaction: once committed or rolled back it goes back to its pool or
+ * The driver object behind it (a pooled pg client, a mysql2 connection, the sqlite store's own
+ * better-sqlite3 connection) outlives the transaction: once committed or rolled back it goes back to its pool or
  * serves other requests. A handler that kept `ctx.tx` and wrote later (after its answer, or past
  * `maxExecutionMs`) would commit outside any idempotency transaction, or inside another request's.
  * So every method called through the handle checks the fence first and throws

@@ -268,10 +268,13 @@ describe('SQLite: the store and executors share one gate per Database', () => {
       // The other way round: the store's transaction holds the gate; the executor's write waits.
       const storeTx = await store.beginTransaction();
       const write = exec.query('INSERT INTO w (id) VALUES (2)');
-      db.prepare('INSERT INTO w (id) VALUES (3)').run();
+      // A direct write cannot join it either (the store's transaction is on its own connection): it fails at once.
+      expect(() => db.prepare('INSERT INTO w (id) VALUES (3)').run()).toThrow(expect.objectContaining({ code: 'SQLITE_BUSY' }));
+      storeTx.tx.prepare('INSERT INTO w (id) VALUES (4)').run();
       await storeTx.rollback();
       await write;
       expect((await exec.query('SELECT id FROM w ORDER BY id')).rows).toEqual([{ id: 2 }]);
+      store.close();
     } finally {
       cleanup();
     }
