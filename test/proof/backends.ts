@@ -61,6 +61,7 @@ function sqliteBackend(file: string, name: string, options: BackendOptions, with
       return (db.prepare(sql).get(...(key ? [key] : [])) as { n: number }).n;
     },
     async close() {
+      if (withStore) store.close();
       db.close();
     },
     async drop() {
