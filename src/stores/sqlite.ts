@@ -357,6 +357,11 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
         active = false;
         try {
           if (conn.inTransaction) conn.exec(sql);
+        } catch (error) {
+          // A COMMIT that failed (a deferred constraint, SQLITE_BUSY) leaves the transaction open on
+          // the store's connection, holding the file: end it, or every later write would fail.
+          if (conn.inTransaction) conn.exec('ROLLBACK');
+          throw error;
         } finally {
           restore();
           unlock();

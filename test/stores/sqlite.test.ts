@@ -155,6 +155,29 @@ describe('sqliteStore', () => {
     cleanup();
   });
 
+  it('a COMMIT that fails rolls the transaction back, so the file is not left locked', async () => {
+    const { db, file, cleanup } = tempDb();
+    db.exec('CREATE TABLE parent (id INTEGER PRIMARY KEY); CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+    const store = sqliteStore({
+      database: db,
+      open: () => {
+        const conn = new Database(file);
+        conn.pragma('foreign_keys = ON');
+        return conn;
+      },
+    });
+    const tx = await store.beginTransaction();
+    tx.tx.prepare('INSERT INTO child VALUES (42)').run(); // checked at COMMIT: no parent 42
+    await expect(tx.commit()).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
+    expect(tx.tx.inTransaction).toBe(false);
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    db.prepare('INSERT INTO parent VALUES (1)').run(); // the file is free again
+    expect(db.prepare('SELECT count(*) AS n FROM child').get()).toEqual({ n: 0 });
+    await (await store.beginTransaction()).rollback(); // and the store's connection takes a new one
+    store.close();
+    cleanup();
+  });
+
   it('refuses transactional mode on an in-memory database when it is mounted, naming the fix; without transactions it is fine', async () => {
     const db = new Database(':memory:');
     const store = sqliteStore({ database: db });
