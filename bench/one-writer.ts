@@ -80,7 +80,7 @@ async function postgres(): Promise<Backend> {
 /** Wall time for REQUESTS requests with distinct keys, all sent at once. */
 async function once(backend: Backend, transactional: boolean, run: number): Promise<number> {
   const app = new Hono<{ Variables: IdempotencyVariables<unknown> }>();
-  app.use('/pay', idempotency<unknown>({ store: backend.store, transactional }));
+  app.use('/pay', idempotency({ store: backend.store, transactional }));
   app.post('/pay', async (c) => {
     const ctx = c.get('idempotency')!;
     await backend.write(ctx.tx, ctx.key);

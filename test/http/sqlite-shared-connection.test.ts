@@ -43,7 +43,7 @@ describe('SQLite transactional mode with the app writing through the same Databa
     db.exec('CREATE TABLE payments (key TEXT NOT NULL); CREATE TABLE audit (note TEXT NOT NULL)');
     const hono = new Hono<{ Variables: IdempotencyVariables<Database> }>();
     hono.onError((error, c) => c.text(`${(error as { code?: string }).code ?? 'error'}: ${error.message}`, 500));
-    hono.use('/pay', idempotency<Database>({ store, transactional: true }));
+    hono.use('/pay', idempotency({ store, transactional: true }));
     hono.post('/pay', async (c) => {
       const ctx = c.get('idempotency')!;
       ctx.tx.prepare('INSERT INTO payments (key) VALUES (?)').run(ctx.key);
