@@ -410,6 +410,25 @@ export function describeMatrix(name: string, factory: AppFactory): void {
       expect(state.executions).toBe(1);
     });
 
+    it('tells its events listeners each decision with the scope, key, method and path (issue 17)', async () => {
+      const seen: string[] = [];
+      const on = (name: string) => (event: { scope?: string; key?: string; method: string; path: string; status?: number }) =>
+        void seen.push(`${name} ${event.method} ${event.path} ${event.scope ?? '-'} ${event.key ?? '-'} ${event.status ?? '-'}`);
+      const listened = await start({ events: { execute: on('execute'), complete: on('complete'), replay: on('replay'), mismatch: on('mismatch'), rejected: on('rejected') } });
+      const k = key();
+      await send(listened, '/charges?x=1', { key: k, body: { amount: 1 } });
+      await send(listened, '/charges?x=1', { key: k, body: { amount: 1 } });
+      await send(listened, '/charges?x=1', { key: k, body: { amount: 2 } });
+      await send(listened, '/charges', { body: { amount: 1 } });
+      expect(seen).toEqual([
+        `execute POST /charges tenant-a ${k} -`,
+        `complete POST /charges tenant-a ${k} 201`,
+        `replay POST /charges tenant-a ${k} 201`,
+        `mismatch POST /charges tenant-a ${k} 422`,
+        'rejected POST /charges - - 400',
+      ]);
+    });
+
     it('answers 503 and runs nothing when the store is unreachable (fail closed)', async () => {
       const down = await start({}, unreachableStore());
       const r = await send(down, '/charges', { key: key(), body: { amount: 1 } });
