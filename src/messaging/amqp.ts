@@ -3,7 +3,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
-import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { deliveryId, deliveryStart, newStats, notifyDuplicate, report, runDelivery, tell, validateAdapter } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -104,12 +104,14 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
   };
 
   const handle = async (message: Msg) => {
+    const startedAt = deliveryStart(options);
     let messageId: string;
     try {
       messageId = deliveryId(() => amqpMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
       report(options, error, message);
+      tell(options, 'refused', undefined, message, startedAt, error);
       settle(message, 'drop');
       return;
     }
@@ -118,22 +120,26 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
     switch (outcome.status) {
       case 'processed':
         stats.processed++;
+        tell(options, 'processed', messageId, message, startedAt);
         settle(message, 'ack');
         return;
       case 'duplicate':
         stats.duplicates++;
+        tell(options, 'duplicate', messageId, message, startedAt);
         settle(message, 'ack');
         notifyDuplicate(options, messageId, message);
         return;
       case 'in_flight':
         // Another consumer holds the lease: hand the message back after that lease could end.
         stats.inFlight++;
+        tell(options, 'inFlight', messageId, message, startedAt);
         await new Promise((resolve) => setTimeout(resolve, Math.min(outcome.retryAfterMs, 1000)));
         settle(message, 'requeue');
         return;
       case 'failed':
         stats.failed++;
         report(options, outcome.error, message);
+        tell(options, 'failed', messageId, message, startedAt, outcome.error);
         settle(message, requeue ? 'requeue' : 'drop');
         return;
     }

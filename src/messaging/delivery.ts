@@ -22,6 +22,58 @@ export interface AdapterOptions<Msg> {
   readonly onError?: (error: unknown, message: Msg) => void;
   /** Called when a delivery was a duplicate and was acknowledged without running the handler. */
   readonly onDuplicate?: (messageId: string, message: Msg) => void;
+  /**
+   * Listeners told how each delivery ended: `processed` (the handler ran and its record
+   * committed), `duplicate` (acknowledged without running), `inFlight` (another consumer holds
+   * the id; handed back), `failed` (the handler or the store threw; requeued or dead-lettered),
+   * `refused` (no usable id). Events nobody listens to are never built.
+   */
+  readonly events?: DeliveryEvents<Msg>;
+}
+
+/** How one delivery ended, as `events` listeners see it. */
+export interface DeliveryEvent<Msg> {
+  readonly consumer: string;
+  /** Undefined for a `refused` delivery (it had no usable id). */
+  readonly messageId: string | undefined;
+  readonly message: Msg;
+  /** From the delivery's arrival to its outcome (the claim, the handler and the commit), in ms. */
+  readonly durationMs: number;
+  /** What failed, for `failed` and `refused`. */
+  readonly error?: unknown;
+}
+
+export interface DeliveryEvents<Msg> {
+  readonly processed?: (event: DeliveryEvent<Msg>) => void;
+  readonly duplicate?: (event: DeliveryEvent<Msg>) => void;
+  readonly inFlight?: (event: DeliveryEvent<Msg>) => void;
+  readonly failed?: (event: DeliveryEvent<Msg>) => void;
+  readonly refused?: (event: DeliveryEvent<Msg>) => void;
+}
+
+const DELIVERY_EVENTS = ['processed', 'duplicate', 'inFlight', 'failed', 'refused'] as const;
+
+/** `performance.now()` when someone listens to deliveries, else 0 (no clock read for nobody). */
+export function deliveryStart<Msg>(options: AdapterOptions<Msg>): number {
+  return options.events === undefined ? 0 : performance.now();
+}
+
+/** Tells the `events` listener of one outcome, if there is one; a listener that throws goes to `onError`. */
+export function tell<Msg>(
+  options: AdapterOptions<Msg>,
+  name: keyof DeliveryEvents<Msg>,
+  messageId: string | undefined,
+  message: Msg,
+  startedAt: number,
+  error?: unknown,
+): void {
+  const listener = options.events?.[name];
+  if (listener === undefined) return;
+  try {
+    listener({ consumer: options.consumer, messageId, message, durationMs: Math.round((performance.now() - startedAt) * 10) / 10, error });
+  } catch (failure) {
+    report(options, failure, message);
+  }
 }
 
 /**
@@ -68,6 +120,9 @@ export function validateAdapter<Msg>(read: OptionReader<AdapterOptions<Msg>>): {
   read.duration('leaseMs', { default: 60_000, min: 1 });
   read.function('onError');
   read.function('onDuplicate');
+  const events = read.object('events');
+  for (const name of DELIVERY_EVENTS) events?.function(name);
+  events?.done();
   return { requeue: read.boolean('requeue', { default: true }) };
 }
 

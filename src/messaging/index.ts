@@ -6,7 +6,7 @@ export { consumeOnce, MAX_CONSUMER_LENGTH, MAX_MESSAGE_ID_LENGTH } from './consu
 export type { ConsumeOptions, ConsumeResult, SqlConsumeOptions, StoreConsumeOptions, StoreConsumeResult } from './consume.js';
 export { DEFAULT_PROCESSED_TABLE, DEFAULT_RETENTION_MS, migrateProcessed, processedTableSql, reapProcessed } from './table.js';
 export type { ReapOptions } from './table.js';
-export type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
+export type { AdapterOptions, ConsumeStats, DeliveryEvent, DeliveryEvents, DeliveryTx } from './delivery.js';
 export { amqpConsumeOnce, amqpMessageId } from './amqp.js';
 export type { AmqpChannel, AmqpConsumeOptions, AmqpConsumer, AmqpIdOptions, AmqpMessage } from './amqp.js';
 export { NATS_MSG_ID, natsConsumeOnce, natsMessageId, natsPublishOnce } from './nats.js';

@@ -4,7 +4,7 @@ import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
-import { deliveryId, newStats, notifyDuplicate, report, runDelivery, validateAdapter } from './delivery.js';
+import { deliveryId, deliveryStart, newStats, notifyDuplicate, report, runDelivery, tell, validateAdapter } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -124,12 +124,14 @@ async function loop<Msg extends NatsJsMessage, T>(
     }
   };
   for await (const message of messages) {
+    const startedAt = deliveryStart(options);
     let messageId: string;
     try {
       messageId = deliveryId(() => natsMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
       report(options, error, message);
+      tell(options, 'refused', undefined, message, startedAt, error);
       // No reason string: `+TERM <reason>` needs nats-server 2.10; a bare `+TERM` works everywhere.
       settle(message, () => message.term());
       continue;
@@ -138,20 +140,24 @@ async function loop<Msg extends NatsJsMessage, T>(
     switch (outcome.status) {
       case 'processed':
         stats.processed++;
+        tell(options, 'processed', messageId, message, startedAt);
         settle(message, () => message.ack());
         break;
       case 'duplicate':
         stats.duplicates++;
+        tell(options, 'duplicate', messageId, message, startedAt);
         settle(message, () => message.ack());
         notifyDuplicate(options, messageId, message);
         break;
       case 'in_flight':
         stats.inFlight++;
+        tell(options, 'inFlight', messageId, message, startedAt);
         settle(message, () => message.nak(outcome.retryAfterMs));
         break;
       case 'failed':
         stats.failed++;
         report(options, outcome.error, message);
+        tell(options, 'failed', messageId, message, startedAt, outcome.error);
         settle(message, () => (requeue ? message.nak(nakDelayMs || undefined) : message.term()));
         break;
     }

@@ -98,7 +98,15 @@ describe.skipIf(!available)('natsConsumeOnce on NATS JetStream + PostgreSQL', ()
     const messages = await consumer.consume();
     let failOnce = true;
     const errors: unknown[] = [];
-    const running = natsConsumeOnce(messages, { db: t.db, table, consumer: `nats-${tag}`, onError: (e) => errors.push(e) }, async (m: JsMsg, tx) => {
+    // Events (issue 17): each outcome told once per delivery, naming the consumer and the id.
+    const told: Record<string, string[]> = { processed: [], duplicate: [], failed: [], refused: [] };
+    const tellTo = (name: string) => (e: { consumer: string; messageId: string | undefined; durationMs: number }) => {
+      expect(e.consumer).toBe(`nats-${tag}`);
+      expect(Number.isFinite(e.durationMs)).toBe(true);
+      told[name]!.push(e.messageId ?? '(none)');
+    };
+    const events = { processed: tellTo('processed'), duplicate: tellTo('duplicate'), failed: tellTo('failed'), refused: tellTo('refused') };
+    const running = natsConsumeOnce(messages, { db: t.db, table, consumer: `nats-${tag}`, onError: (e) => errors.push(e), events }, async (m: JsMsg, tx) => {
       const id = m.headers!.get('Nats-Msg-Id');
       if (id === 'n-3' && failOnce) {
         failOnce = false;
@@ -110,6 +118,8 @@ describe.skipIf(!available)('natsConsumeOnce on NATS JetStream + PostgreSQL', ()
     await messages.close();
     const stats = await running.done;
     expect(stats).toMatchObject({ processed: 30, duplicates: 10 + storedRetries, failed: 1, refused: 1 });
+    expect([told.processed!.length, told.duplicate!.length, told.failed, told.refused]).toEqual([30, 10 + storedRetries, ['n-3'], ['(none)']]);
+    expect(new Set(told.processed).size).toBe(30);
     const { rows } = await t.db.query<{ n: string; d: string }>(`SELECT COUNT(*) AS n, COUNT(DISTINCT message_id) AS d FROM ${effects}`);
     expect(rows[0]).toEqual({ n: '30', d: '30' });
     expect(errors.some((e) => e instanceof MissingMessageIdError)).toBe(true);
