@@ -13,7 +13,7 @@ import { Hono } from 'hono';
 import type { PoolConnection } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { describe, expect, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it, onTestFinished } from 'vitest';
 import type { FencedTransaction } from '../../src/core/engine.js';
 import type { TxOf } from '../../src/core/store.js';
 import { idempotency as expressIdempotency } from '../../src/http/express.js';
@@ -28,6 +28,7 @@ import { memoryStore } from '../../src/stores/memory.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteFile } from '../support/sqlite-file.js';
 
 // Stores are built lazily inside functions: nothing below connects to a server.
 const sqlite = () => sqliteStore({ database: new Database(':memory:') });
@@ -128,8 +129,10 @@ void typesFollowTheStore;
 
 describe('ctx.tx at run time is the object its type names', () => {
   it('Express: middleware.context(req) is req.idempotency, and its tx is the store database', async () => {
-    const db = new Database(':memory:');
-    const store = sqliteStore({ database: db });
+    const file = sqliteFile();
+    onTestFinished(() => file.cleanup());
+    const store = sqliteStore({ database: file.db });
+    onTestFinished(() => store.close());
     await store.migrate();
     const pay = expressIdempotency({ store, transactional: true });
     const app = express();
@@ -150,8 +153,10 @@ describe('ctx.tx at run time is the object its type names', () => {
   });
 
   it('Hono: the route-level middleware hands the store database as tx', async () => {
-    const db = new Database(':memory:');
-    const store = sqliteStore({ database: db });
+    const file = sqliteFile();
+    onTestFinished(() => file.cleanup());
+    const store = sqliteStore({ database: file.db });
+    onTestFinished(() => store.close());
     await store.migrate();
     const app = new Hono();
     let seen: unknown;
