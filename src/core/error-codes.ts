@@ -111,6 +111,7 @@ export const ERROR_CODES = {
   DEFINITION_MISMATCH: patterns('PhaseError'),
   CORRUPT_RECOVERY_DATA: patterns('PhaseError'),
   OUTPUT_NOT_JSON: patterns('PhaseError'),
+  ERR_IDEMKIT_RESULT_NOT_KEPT: patterns('ResultNotKeptError'),
 } as const satisfies Readonly<Record<string, ErrorCodeEntry>>;
 
 /** A code idemkit throws. */

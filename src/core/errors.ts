@@ -282,6 +282,8 @@ export class InvalidKeyError extends IdempotencyHttpError {
 /** 409: the first request with this key is still being processed. */
 export class KeyInFlightError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_KEY_IN_FLIGHT' satisfies ErrorCode;
+  /** When to try again, in ms (the `Retry-After` header rounds it up to whole seconds). */
+  readonly retryAfterMs: number;
 
   constructor(retryAfterMs: number) {
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
@@ -290,6 +292,7 @@ export class KeyInFlightError extends IdempotencyHttpError {
       detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
       headers: { 'retry-after': String(seconds) },
     });
+    this.retryAfterMs = retryAfterMs;
   }
 }
 

@@ -2,7 +2,7 @@
  * Errors of idemkit/patterns. Bad options and identifiers are `InvalidOptionError`s (from core),
  * which name the option or field.
  */
-import { IdemkitError } from '../core/errors.js';
+import { CodedError, IdemkitError } from '../core/errors.js';
 import type { ErrorCode } from '../core/errors.js';
 
 /** A state name the state machine does not declare. */
@@ -71,3 +71,10 @@ export class RowVanishedError extends IdemkitError {
     super(RowVanishedError.code, `insertOnce: the row with this key in ${table} was deleted between the insert and the read, every time`);
   }
 }
+
+/**
+ * `idempotent(fn)`: the call with this key ran once, but its result cannot be given back (it was
+ * larger than the store keeps, or not JSON). Thrown to the first call when its result is not JSON,
+ * and to every repeat; the call is not run again.
+ */
+export class ResultNotKeptError extends CodedError { static readonly code = 'ERR_IDEMKIT_RESULT_NOT_KEPT' satisfies ErrorCode; }

@@ -108,6 +108,7 @@ const samples = {
   DEFINITION_MISMATCH: () => new PhaseError('DEFINITION_MISMATCH', 'other', 'a'),
   CORRUPT_RECOVERY_DATA: () => new PhaseError('CORRUPT_RECOVERY_DATA', 'corrupt', 'a'),
   OUTPUT_NOT_JSON: () => new PhaseError('OUTPUT_NOT_JSON', 'bigint', 'a'),
+  ERR_IDEMKIT_RESULT_NOT_KEPT: () => new patternsApi.ResultNotKeptError('charge(): the call ran once, but its result was larger than the store keeps'),
 } satisfies Record<ErrorCode, () => IdemkitError>;
 
 const entryPoints: Record<ErrorEntryPoint, Record<string, unknown>> = {

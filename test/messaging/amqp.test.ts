@@ -5,7 +5,6 @@ import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { amqpConsumeOnce, amqpMessageId, migrateProcessed, MissingMessageIdError } from '../../src/messaging/index.js';
 import type { AmqpConsumer, AmqpMessage } from '../../src/messaging/index.js';
-import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { redisStore } from '../../src/stores/redis.js';
 import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';

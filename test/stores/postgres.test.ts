@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import type { PostgresClient, PostgresPool, PostgresStore } from '../../src/stores/postgres.js';
+import type { PostgresPool, PostgresStore } from '../../src/stores/postgres.js';
 import { postgresSchemaSql, postgresStore } from '../../src/stores/postgres.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { describeStoreContract } from './contract.js';
