@@ -8,6 +8,20 @@ export type { FingerprintInput, FingerprintOptions } from './fingerprint.js';
 export { resolveOptions, DEFAULT_REPLAY_HEADERS } from './options.js';
 export type { EngineOptions, IdempotencyOptions, ResolvedOptions, TransactionalFlag } from './options.js';
 export { FailureReporter, consoleLogger } from './logger.js';
+export { redactedKey } from './events.js';
+export type {
+  CompleteEvent,
+  ConflictEvent,
+  EventRequest,
+  ExecuteEvent,
+  IdempotencyEvents,
+  LeaseLostEvent,
+  MismatchEvent,
+  RejectedEvent,
+  ReplayEvent,
+  StoreErrorEvent,
+  TakeoverEvent,
+} from './events.js';
 export type { FailureReporterOptions, IdempotencyLogger } from './logger.js';
 export { IdempotencyEngine, Execution } from './engine.js';
 export type {
