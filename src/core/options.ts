@@ -253,9 +253,15 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
     if (NEVER_REPLAYED.has(name.toLowerCase())) read.fail('replayHeaders', 'set-cookie is never replayed');
     replayHeaders.add(name.toLowerCase());
   }
-  const events = read.object('events');
-  for (const name of EVENT_NAMES) events?.function(name);
-  events?.done();
+  const eventsReader = read.object('events');
+  for (const name of EVENT_NAMES) eventsReader?.function(name);
+  eventsReader?.done();
+  const listeners = read.value('events') ?? {};
+  const redactKeys = read.boolean('redactKeys', { default: false });
+  const onError = reporting(
+    read.function('onError', { default: () => {} }),
+    read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger,
+  );
   const transactional = read.boolean('transactional', { default: false });
   if (transactional && !isTransactionalStore(store)) {
     read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
@@ -282,16 +288,13 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
     transactional,
     storeTimeoutMs: read.duration('storeTimeoutMs', { default: 3_000, min: 1 }),
     failOpen: read.boolean('failOpen', { default: false }),
-    onError: reporting(read.function('onError', { default: () => {} }), read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger),
+    onError,
     logger: read.value('logger') ?? consoleLogger,
-    redactKeys: read.boolean('redactKeys', { default: false }),
-    events: undefined,
+    redactKeys,
+    // Undefined unless someone listens: the request path then builds no event and reads no clock.
+    events: EVENT_NAMES.some((name) => listeners[name] !== undefined) ? new EventSink(listeners, redactKeys, onError) : undefined,
     problemTypeBase: read.problemTypeBase('problemTypeBase'),
   };
   read.done();
-  const listeners = read.value('events') ?? {};
-  if (EVENT_NAMES.some((name) => listeners[name] !== undefined)) {
-    return { ...resolved, events: new EventSink(listeners, resolved.redactKeys, resolved.onError) };
-  }
   return resolved;
 }
