@@ -4,7 +4,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   // `idemkit/...` imports (the package naming itself) resolve to src/ through the
   // `idemkit-source` condition of package.json's exports, as in tsconfig.json.
-  ssr: { resolve: { conditions: ['idemkit-source', ...defaultServerConditions] } },
+  // Without vite's `module` condition, which Node does not know: @opentelemetry/api's `module` build
+  // imports without file extensions, and Node refuses it.
+  ssr: { resolve: { conditions: ['idemkit-source', ...defaultServerConditions.filter((condition) => condition !== 'module')] } },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,

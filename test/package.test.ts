@@ -36,6 +36,7 @@ describe('package exports', () => {
       './messaging',
       './check',
       './kit',
+      './otel',
     ]);
     // `idemkit-source` goes before `types`: TypeScript (customConditions in tsconfig.json) takes the
     // first condition that matches, and would otherwise check this repository against a stale dist/.
@@ -143,5 +144,15 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     // `idemkit check --config x.yaml` loads `yaml` only then, as an optional peer.
     expect(pkg.peerDependencies.yaml).toBeDefined();
     expect(pkg.peerDependenciesMeta.yaml?.optional).toBe(true);
+  });
+
+  it('OpenTelemetry is an optional peer that only `idemkit/otel` imports (issue 17, item 2)', () => {
+    expect(pkg.peerDependencies['@opentelemetry/api']).toBeDefined();
+    expect(pkg.peerDependenciesMeta['@opentelemetry/api']?.optional).toBe(true);
+    // The range takes the API the repository is tested with.
+    const installed = (JSON.parse(readFileSync(join(root, 'node_modules/@opentelemetry/api/package.json'), 'utf8')) as { version: string }).version;
+    expect(semver.satisfies(installed, pkg.peerDependencies['@opentelemetry/api']!)).toBe(true);
+    const importers = spawnSync('grep', ['-rl', '@opentelemetry/', join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
+    expect(importers.map((file) => file.slice(root.length + 1))).toEqual(['src/otel/index.ts']);
   });
 });
