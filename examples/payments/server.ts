@@ -11,12 +11,15 @@
  *   LEASE_MS       lease of in-flight idempotency records (default 30000)
  *   SEED           seed of the queue's duplicate deliveries
  *   BROKEN         consumer: consume without dedup (for the test that reconciliation catches it)
+ *
+ * GET /metrics serves the Prometheus text format (idemkit's counters and store latency histogram).
  */
 import { reapProcessed } from 'idemkit/messaging';
 import { openDb } from './db.js';
 import { startRelay } from './queue.js';
 import { buildService } from './service.js';
 import { paymentsCompleter } from './completer.js';
+import { startTelemetry } from './telemetry.js';
 
 const env = process.env;
 const port = Number(env.PORT ?? 3000);
@@ -25,6 +28,7 @@ const channelUrl = env.CHANNEL_URL ?? 'http://127.0.0.1:4000';
 const db = await openDb(env.DATABASE_URL ?? 'sqlite:payments.db', env.TABLE_PREFIX ?? '');
 await db.migrate();
 
+const telemetry = startTelemetry();
 const onError = (error: unknown) => console.error('payments:', error instanceof Error ? error.message : error);
 const { app, phases } = await buildService({
   db,
@@ -33,6 +37,7 @@ const { app, phases } = await buildService({
   webhookSecret: env.WEBHOOK_SECRET ?? 'whsec_ZGVtby1zZWNyZXQtZG8tbm90LXVzZQ==',
   leaseMs,
   channelTimeoutMs: Number(env.CHANNEL_TIMEOUT_MS ?? 300),
+  telemetry,
 });
 const relay = await startRelay({
   db: db.sql,
@@ -69,6 +74,7 @@ const shutdown = async () => {
   await app.close();
   await relay.stop();
   await db.close();
+  await telemetry.shutdown();
   process.exit(0);
 };
 process.once('SIGTERM', () => void shutdown());

@@ -14,6 +14,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyContext } from 'idemkit/fastify';
 import { idempotency } from 'idemkit/fastify';
 import { verifyWebhook, WebhookVerificationError } from 'idemkit/messaging';
+import { instrumentStore, telemetryEvents } from 'idemkit/otel';
 import type { PaymentsDb } from './db.js';
 import { createOrder, orderView } from './orders.js';
 import type { OrderRow } from './orders.js';
@@ -23,6 +24,7 @@ import type { Answer } from './problem.js';
 import { crashAt, problem, ProblemError } from './problem.js';
 import type { ChargeSucceeded } from './settle.js';
 import { settle } from './settle.js';
+import type { Telemetry } from './telemetry.js';
 
 export interface ServiceConfig {
   readonly db: PaymentsDb;
@@ -34,6 +36,8 @@ export interface ServiceConfig {
   /** Lease of an in-flight idempotency record; short in the demo so take-overs happen quickly. */
   readonly leaseMs: number;
   readonly channelTimeoutMs: number;
+  /** Metrics: idemkit's store and decisions are recorded, and GET /metrics serves them. */
+  readonly telemetry?: Telemetry;
 }
 
 declare module 'fastify' {
@@ -62,8 +66,12 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
     return send(reply, problem(status, status >= 500 ? 'internal' : 'bad-request', status >= 500 ? 'Internal error' : 'Bad request', (error as Error).message));
   });
   const phases = payPhases({ db, channelUrl: config.channelUrl, notifyUrl: config.notifyUrl, channelTimeoutMs: config.channelTimeoutMs });
+  const { telemetry } = config;
   const common = {
-    store: db.store,
+    // Instrumented: a span and a latency point per store operation (spans go nowhere without a tracer SDK).
+    store: telemetry ? instrumentStore(db.store, { meter: telemetry.meter }) : db.store,
+    // Counters per outcome (executed, replayed, conflict, mismatch, rejected), completions, take-overs, lease losses.
+    events: telemetry ? telemetryEvents({ meter: telemetry.meter }) : {},
     leaseMs: config.leaseMs,
     // Keys are remembered 24 h (Stripe); shorter than 16 characters is refused: no timestamps or counters.
     windowMs: 86_400_000,
@@ -141,5 +149,12 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
   });
 
   app.get('/health', async () => ({ ok: true }));
+  if (telemetry) {
+    // Prometheus scrapes the exporter's own handler, on the raw Node request and response.
+    app.get('/metrics', (request, reply) => {
+      reply.hijack();
+      telemetry.scrape(request.raw, reply.raw);
+    });
+  }
   return { app, phases };
 }
