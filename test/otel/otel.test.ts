@@ -24,10 +24,13 @@ import { combineEvents, instrumentStore, telemetryEvents } from '../../src/otel/
 import { sqliteFile } from '../support/sqlite-file.js';
 import type { SqliteFile } from '../support/sqlite-file.js';
 import { startTestSdk } from './sdk.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { TestSdk } from './sdk.js';
 
 // Registered before anything below asks for a meter: `metrics.getMeter` before a MeterProvider is
 // registered answers a no-op meter for good (a tracer, by contrast, follows the provider set later).
+const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };
 const sdk: TestSdk = startTestSdk();
 afterAll(async () => {
   await sdk.shutdown();
@@ -85,6 +88,8 @@ describe('memory store', () => {
       expect(Object.values(span.attributes)).not.toContain('order-key-0001');
     }
     expect(spans[0]!.attributes['idemkit.claim.result']).toBe('acquired');
+    // The default tracer is the global provider's, named after the package at its version.
+    expect(spans[0]!.instrumentationScope).toMatchObject({ name: 'idemkit', version: pkg.version });
   });
 
   it('the retry is replayed: one claim span (completed), outcome replayed', async () => {
