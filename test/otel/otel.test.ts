@@ -5,8 +5,12 @@
  * store and against SQLite in transactional mode (a real file). No timing is asserted.
  */
 import type { Database } from 'better-sqlite3';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import express from 'express';
 import { Hono } from 'hono';
-import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Histogram } from '@opentelemetry/sdk-metrics';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -16,6 +20,7 @@ import { isTransactionalStore } from '../../src/core/store.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { idempotency } from '../../src/http/hono.js';
+import { idempotency as expressIdempotency } from '../../src/http/express.js';
 import type { IdempotencyVariables } from '../../src/http/hono.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
@@ -141,6 +146,43 @@ describe('memory store', () => {
     const outcomes = requestSpans().map((span) => span.attributes['idemkit.outcome']);
     expect(outcomes).toEqual(['conflict', 'executed']);
     expect(await sdk.count('idemkit.requests', { 'idemkit.outcome': 'conflict' })).toBe(1);
+  });
+});
+
+describe('Express over real HTTP', () => {
+  let server: Server;
+  let base: string;
+  beforeAll(async () => {
+    const tracer = trace.getTracer('test-http');
+    const app = express();
+    // What an HTTP instrumentation does: a SERVER span, active for the rest of the chain, ended with the response.
+    app.use((request, response, next) => {
+      const span = tracer.startSpan(`${request.method} ${request.path}`, { kind: SpanKind.SERVER });
+      response.once('finish', () => span.end());
+      context.with(trace.setSpan(context.active(), span), next);
+    });
+    app.use(express.json());
+    app.post('/orders', expressIdempotency({ store: instrumentStore(memoryStore()), events: telemetryEvents(), logger: silent }), (_request, response) => {
+      response.status(201).json({ ok: true });
+    });
+    server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('the store spans of a request are children of its span, through the middleware chain and the socket', async () => {
+    const post = () => fetch(`${base}/orders`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'express-key-0001' }, body: '{"a":1}' });
+    expect((await post()).status).toBe(201);
+    expect((await post()).status).toBe(201);
+    const requests = requestSpans();
+    expect(requests.map((span) => span.attributes['idemkit.outcome'])).toEqual(['executed', 'replayed']);
+    const [first, second] = requests;
+    expect(storeSpans().map((span) => [span.name, parentOf(span)])).toEqual([
+      ['idemkit.store.claim', first!.spanContext().spanId],
+      ['idemkit.store.complete', first!.spanContext().spanId],
+      ['idemkit.store.claim', second!.spanContext().spanId],
+    ]);
   });
 });
 
@@ -296,6 +338,13 @@ describe('combineEvents', () => {
 });
 
 describe('options', () => {
+  it('adds no capability the store lacks: a memory store stays non-transactional', () => {
+    const store = instrumentStore(memoryStore());
+    expect(isTransactionalStore(store)).toBe(false);
+    expect('beginTransaction' in store).toBe(false);
+    expect(store.claim).toBe(store.claim); // one wrapper per method, not one per read
+  });
+
   it('refuses an unknown option and a tracer that is not one, naming them', () => {
     expect(() => instrumentStore(memoryStore(), { tracr: {} } as never)).toThrow(/tracr.*did you mean `tracer`/);
     expect(() => instrumentStore(memoryStore(), { tracer: {} } as never)).toThrow(/startSpan/);
