@@ -40,7 +40,7 @@ export type {
 export type { ResponseHeaders } from './response.js';
 export { toStoredResponse, replayHeaderList, replayHeaderRecord, replayBody, isNullBodyStatus, REPLAYED_HEADER, BODY_OMITTED_HEADER } from './response.js';
 export { newOwnerToken } from './token.js';
-export { canListAbandoned, fitResponse, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from './store.js';
+export { canListAbandoned, fitResponse, hasAdmin, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from './store.js';
 // Every type of the store contract: AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, …
 export type * from './store.js';
 export { integerOption, booleanOption, durationOption, checkRecordRef, MAX_TIMER_MS } from './validate.js';

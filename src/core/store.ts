@@ -135,3 +135,99 @@ export function fitResponse(response: StoredResponse, maxBytes: number): StoredR
   if (response.body === null || response.body.byteLength <= maxBytes) return response;
   return { status: response.status, headers: response.headers, body: null, bodyOmitted: true };
 }
+
+/**
+ * What an operator sees of one record (`idemkit inspect`): the record as `get` returns it, and
+ * what the store keeps beside it. Times are epoch ms on the store's clock.
+ */
+export interface RecordDetails extends IdempotencyRecord {
+  /**
+   * The first 8 characters of the owner token, never all of it: the full token would let whoever
+   * reads it complete or release the record. Empty when the store no longer keeps the token.
+   */
+  readonly tokenPrefix: string;
+  /** Claims of the record in its window: 1, plus one per take-over. */
+  readonly attempt: number;
+  /** The store's clock when the record was read. */
+  readonly now: number;
+  /** Past its window with no live lease: claims treat it as absent, and `reap` deletes it. */
+  readonly expired: boolean;
+}
+
+/** One line of a listing (`idemkit list`): the record without its recovery data, headers and body. */
+export interface RecordSummary {
+  readonly scope: string;
+  readonly key: string;
+  readonly state: RecordState;
+  readonly fingerprint: string;
+  readonly leaseUntil: number;
+  readonly expiresAt: number;
+  readonly expired: boolean;
+  readonly attempt: number;
+  readonly recoveryPoint?: string | undefined;
+  /** The stored status of a completed record. */
+  readonly status?: number | undefined;
+  /** The stored body's length; `null` when it was omitted (over `maxResponseBytes`) or not yet stored. */
+  readonly bodyBytes: number | null;
+}
+
+export interface RecordFilter {
+  readonly state?: RecordState | undefined;
+  readonly scope?: string | undefined;
+  /**
+   * Only records whose lease ended at least this many ms ago, on the store's clock. No store keeps
+   * a creation time, so this is the age the record shows: for a record in flight, how long its
+   * owner has been gone; for a completed one, a lower bound of how long ago it completed (it
+   * completed under that lease).
+   */
+  readonly olderThanMs?: number | undefined;
+  /** At most this many, oldest lease first. @default 100 */
+  readonly limit?: number | undefined;
+}
+
+export interface RecordStats {
+  /** The store's clock when counted. */
+  readonly now: number;
+  /** In flight and not expired (including abandoned ones). */
+  readonly inFlight: number;
+  /** Of those, how many have a lease that ran out (owner gone, window open: a completer's work). */
+  readonly abandoned: number;
+  /** Completed and not expired: what replays answer from. */
+  readonly completed: number;
+  /** Past their window, waiting for `reap` (or, in Redis, for their TTL). */
+  readonly expired: number;
+  /** The live in-flight record whose lease ended first (the longest-gone owner), if any. */
+  readonly oldestInFlight: { readonly scope: string; readonly key: string; readonly leaseUntil: number } | null;
+  /** Bytes of stored response bodies. */
+  readonly bodyBytes: number;
+  /** The backend's own measure of what the records take (table and indexes, or Redis values), where it has one. */
+  readonly storageBytes?: number | undefined;
+}
+
+/** What `purge` did: deleted it, found nothing, or refused an in-flight record without `force`. */
+export type PurgeOutcome = 'purged' | 'not_found' | 'in_flight';
+
+/**
+ * An operator's view of a store's records (the `idemkit` command). Reads decide on the store's
+ * clock; none of it is on a request's path. `list` and `stats` may scan every record.
+ */
+export interface StoreAdmin {
+  inspect(ref: RecordRef): Promise<RecordDetails | undefined>;
+  list(filter?: RecordFilter): Promise<RecordSummary[]>;
+  stats(): Promise<RecordStats>;
+  /**
+   * Deletes the record of `ref`, atomically refusing one in flight unless `force` (its owner may
+   * still be running; deleting it lets a retry run the work again).
+   */
+  purge(ref: RecordRef, options?: { readonly force?: boolean }): Promise<PurgeOutcome>;
+}
+
+/** An optional store capability: `store.admin`. Every built-in store has it. */
+export interface AdministrableStore {
+  readonly admin: StoreAdmin;
+}
+
+export function hasAdmin<S extends IdempotencyStore>(store: S): store is S & AdministrableStore {
+  const admin = (store as Partial<AdministrableStore>).admin;
+  return typeof admin === 'object' && admin !== null && typeof admin.inspect === 'function';
+}

@@ -11,7 +11,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { InvalidRecordRefError, LeaseLostError } from '../core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
-import { canListAbandoned, isTransactionalStore } from '../core/store.js';
+import { canListAbandoned, hasAdmin, isTransactionalStore } from '../core/store.js';
 
 /** The matchers the contract uses: a subset of vitest's and Jest's `expect(...)`. */
 export interface ContractMatchers {
@@ -107,6 +107,119 @@ export function describeStoreContract(
     });
     afterAll(async () => {
       await ctx?.close?.();
+    });
+
+    // The admin capability (store.admin, used by the `idemkit` command); stores without it skip
+    // these cases. This one runs first, on an empty store, so its counts are exact on every clock.
+    it('admin: counts records by state, the oldest owner gone, and the bytes of stored bodies', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const before = await store.admin.stats();
+      const live = ref();
+      await acquire(live);
+      const gone = ref();
+      const goneClaim = await acquire(gone);
+      expect(await store.renew(gone, goneClaim.token, 0)).toBe(true);
+      const bodies = ['{"id":1}', 'x'.repeat(300)];
+      for (const body of bodies) {
+        const r = ref();
+        const { token } = await acquire(r);
+        await store.complete(r, token, response(body));
+      }
+      const after = await store.admin.stats();
+      expect(after.inFlight - before.inFlight).toBe(2);
+      expect(after.abandoned - before.abandoned).toBe(1);
+      expect(after.completed - before.completed).toBe(2);
+      expect(after.expired - before.expired).toBe(0);
+      expect(after.bodyBytes - before.bodyBytes).toBe(bodies.reduce((n, b) => n + b.length, 0));
+      expect(after.now).toBeGreaterThanOrEqual(before.now);
+      const goneRecord = await store.get(gone);
+      expect(after.oldestInFlight).not.toBeNull();
+      expect(after.oldestInFlight!.leaseUntil).toBeLessThanOrEqual(goneRecord!.leaseUntil);
+      if (before.inFlight === 0) expect(after.oldestInFlight).toEqual({ scope: gone.scope, key: gone.key, leaseUntil: goneRecord!.leaseUntil });
+    });
+
+    it('admin: inspects a record with its owner token cut short, attempt, recovery point and response', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const r = ref();
+      expect(await store.admin.inspect(r)).toBeUndefined();
+      const first = await acquire(r, 'fp-1', SHORT_LEASE);
+      await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+      const inFlight = await store.admin.inspect(r);
+      expect(inFlight).toMatchObject({ scope: r.scope, key: r.key, state: 'in_flight', fingerprint: 'fp-1', attempt: 1, expired: false });
+      expect(inFlight).toMatchObject({ recoveryPoint: 'charged', recoveryData: { chargeId: 'ch_1' }, tokenPrefix: first.token.slice(0, 8) });
+      expect(inFlight!.response).toBeUndefined();
+      expect(inFlight!.leaseUntil).toBeGreaterThan(0);
+      await ctx.advance(LEASE + 50);
+      const second = await acquire(r);
+      const takenOver = await store.admin.inspect(r);
+      expect(takenOver).toMatchObject({ attempt: 2, tokenPrefix: second.token.slice(0, 8) });
+      expect(takenOver!.now).toBeGreaterThanOrEqual(inFlight!.now);
+      const body = Uint8Array.from([0, 1, 2, 255]);
+      await store.complete(r, second.token, { status: 201, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
+      const done = await store.admin.inspect(r);
+      expect(done).toMatchObject({ state: 'completed', fingerprint: 'fp-1', expired: false });
+      expect(done!.tokenPrefix.length).toBeLessThanOrEqual(8);
+      expect(done!.response).toMatchObject({ status: 201, headers: [['content-type', 'application/octet-stream']], bodyOmitted: false });
+      expect(Buffer.from(done!.response!.body!).equals(Buffer.from(body))).toBe(true);
+      // Past its window, a record still held is shown as expired.
+      const old = ref();
+      const o = await acquire(old, 'fp-1', opts);
+      await store.complete(old, o.token, response('old'));
+      await ctx.advance(WINDOW + 50);
+      expect(await store.admin.inspect(old)).toMatchObject({ state: 'completed', expired: true });
+    });
+
+    it('admin: lists by scope, state and age (lease ended at least olderThanMs ago), oldest lease first, up to limit', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const scope = `list-${randomUUID()}`;
+      const liveInFlight = ref(scope);
+      const goneInFlight = ref(scope);
+      const oldCompleted = ref(scope);
+      const liveCompleted = ref(scope);
+      await acquire(liveInFlight);
+      await acquire(goneInFlight, 'fp-1', SHORT_LEASE);
+      const c1 = await acquire(oldCompleted, 'fp-1', SHORT_LEASE);
+      await store.complete(oldCompleted, c1.token, response('{"id":1}'));
+      const c2 = await acquire(liveCompleted);
+      await store.complete(liveCompleted, c2.token, response('{"id":22}'));
+      await acquire(ref()); // another scope
+      await ctx.advance(LEASE + 50);
+      const keys = (list: Array<{ key: string }>) => list.map((r) => r.key).sort();
+      const all = await store.admin.list({ scope });
+      expect(keys(all)).toEqual(keys([liveInFlight, goneInFlight, oldCompleted, liveCompleted]));
+      expect(keys(await store.admin.list({ scope, state: 'in_flight' }))).toEqual(keys([liveInFlight, goneInFlight]));
+      expect(keys(await store.admin.list({ scope, state: 'completed' }))).toEqual(keys([oldCompleted, liveCompleted]));
+      expect(keys(await store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys([goneInFlight, oldCompleted]));
+      expect(keys(await store.admin.list({ scope, olderThanMs: 50 }))).toEqual(keys([goneInFlight, oldCompleted]));
+      expect(keys(await store.admin.list({ scope, state: 'in_flight', olderThanMs: 0 }))).toEqual([goneInFlight.key]);
+      // Oldest lease first: the two whose short leases ended come before the two live ones.
+      expect(keys(all.slice(0, 2))).toEqual(keys([goneInFlight, oldCompleted]));
+      for (let i = 1; i < all.length; i++) expect(all[i]!.leaseUntil).toBeGreaterThanOrEqual(all[i - 1]!.leaseUntil);
+      const first = await store.admin.list({ scope, limit: 1 });
+      expect(first).toHaveLength(1);
+      expect(first[0]!.key).toBe(all[0]!.key);
+      expect(all.find((r) => r.key === liveCompleted.key)).toMatchObject({ state: 'completed', status: 201, bodyBytes: 9, attempt: 1, expired: false });
+      expect(all.find((r) => r.key === goneInFlight.key)).toMatchObject({ state: 'in_flight', status: undefined, bodyBytes: null, fingerprint: 'fp-1' });
+      expect(await store.admin.list({ scope: `none-${randomUUID()}` })).toEqual([]);
+    });
+
+    it('admin: purges a completed record, refuses one in flight unless forced, and reports one not found', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const done = ref();
+      const d = await acquire(done);
+      await store.complete(done, d.token, response('done'));
+      expect(await store.admin.purge(done)).toBe('purged');
+      expect(await store.get(done)).toBeUndefined();
+      expect(await store.claim(done, 'fp-other', LIVE)).toMatchObject({ kind: 'acquired', takeover: false });
+      const running = ref();
+      await acquire(running);
+      expect(await store.admin.purge(running)).toBe('in_flight');
+      expect(await store.admin.purge(running, { force: false })).toBe('in_flight');
+      expect((await store.get(running))?.state).toBe('in_flight');
+      expect(await store.admin.purge(running, { force: true })).toBe('purged');
+      expect(await store.get(running)).toBeUndefined();
+      expect(await store.admin.purge(running)).toBe('not_found');
+      expect(await store.admin.purge(ref(), { force: true })).toBe('not_found');
     });
 
     it('gives exactly one winner among 200 concurrent claims of one key', async () => {

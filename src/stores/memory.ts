@@ -1,10 +1,11 @@
 import { deserialize, serialize } from 'node:v8';
 import { LeaseLostError, StoreUnavailableError } from '../core/errors.js';
-import type { AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
+import { memoryAdmin } from './memory-admin.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -172,7 +173,7 @@ export interface MemoryStoreStats {
   readonly evicted: number;
 }
 
-export interface MemoryStore extends IdempotencyStore, AbandonedRecords {
+export interface MemoryStore extends IdempotencyStore, AbandonedRecords, AdministrableStore {
   /** Number of records held. */
   readonly size: number;
   /** Records and bytes held, and how many completed records were evicted to make room. */
@@ -395,6 +396,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async reap(limit = 1000) {
       return sweep(limit);
     },
+    admin: memoryAdmin({ now, records: all, find, remove, toRecord }),
     close() {
       if (timer) clearInterval(timer);
     },

@@ -1,6 +1,7 @@
 import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
+  AdministrableStore,
   Claim,
   ClaimOptions,
   Clock,
@@ -17,6 +18,7 @@ import { checkRecordRef } from '../core/validate.js';
 import { gateFor } from '../drivers/connection-gate.js';
 import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 import { BEGIN } from '../drivers/sqlite.js';
+import { sqliteAdmin } from './sqlite-admin.js';
 
 export type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 
@@ -55,7 +57,7 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords {
+export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords, AdministrableStore {
   /** Creates the table and its expiry index if missing (run by the factory too). */
   migrate(): void;
   /**
@@ -328,6 +330,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     release: (ref, token) => gated(ref, () => fenced(release, { ...ref, token })),
     get: (ref) => gated(ref, () => toRecord(ref, select.get(ref) as Row | undefined)),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
+    admin: sqliteAdmin(db, table, now),
     async listAbandoned(limit = 100) {
       const max = checkInteger('limit', limit, { default: 100, min: 1 });
       const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Row & RecordRef>);
