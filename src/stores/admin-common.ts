@@ -108,12 +108,12 @@ export class StatsTally {
 export interface RecordWalker {
   /** The store's clock. */
   now(): Promise<number>;
-  /** Every record (a record may carry its own read time in `now`). */
-  each(): AsyncIterable<RecordDetails>;
+  /** Every record, summarized. */
+  each(): AsyncIterable<RecordSummary>;
   inspect(ref: RecordRef): Promise<RecordDetails | undefined>;
   purge(ref: RecordRef, force: boolean): Promise<PurgeOutcome>;
   /** Bytes the backend holds for the records, if it can tell; added up by `stats`. */
-  storageBytes?(record: RecordDetails): number;
+  storageBytes?(record: RecordSummary): number;
 }
 
 export function walkingAdmin(walker: RecordWalker): StoreAdmin {
@@ -126,10 +126,7 @@ export function walkingAdmin(walker: RecordWalker): StoreAdmin {
       const f = checkFilter(filter);
       const now = await walker.now();
       const found: RecordSummary[] = [];
-      for await (const r of walker.each()) {
-        const s = summarize(r);
-        if (matches(s, f, now)) found.push(s);
-      }
+      for await (const s of walker.each()) if (matches(s, f, now)) found.push(s);
       return found.sort(byAge).slice(0, f.limit);
     },
     async stats() {
@@ -137,7 +134,7 @@ export function walkingAdmin(walker: RecordWalker): StoreAdmin {
       const tally = new StatsTally();
       let storage: number | undefined = walker.storageBytes ? 0 : undefined;
       for await (const r of walker.each()) {
-        tally.add(summarize(r), now);
+        tally.add(r, now);
         if (storage !== undefined) storage += walker.storageBytes!(r);
       }
       return tally.result(now, storage);

@@ -1,6 +1,6 @@
 /** `store.admin` of the memory store: a pass over its maps, on its (injectable) clock. */
 import type { IdempotencyRecord, RecordDetails, RecordRef, StoreAdmin } from '../core/store.js';
-import { isExpiredAt, tokenPrefix, walkingAdmin } from './admin-common.js';
+import { isExpiredAt, summarize, tokenPrefix, walkingAdmin } from './admin-common.js';
 
 /** What the admin reads of a memory record. */
 export interface MemoryRecordView {
@@ -26,7 +26,7 @@ export function memoryAdmin<R extends MemoryRecordView>(m: MemoryAccess<R>): Sto
     now: async () => m.now(),
     async *each() {
       const now = m.now();
-      for (const r of [...m.records()]) yield details(r, now);
+      for (const r of [...m.records()]) yield summarize(details(r, now));
     },
     async inspect(ref) {
       const r = m.find(ref);

@@ -14,7 +14,7 @@ export const MAX_FINGERPRINT_BYTES = 255;
  * The server's clock in epoch ms. UTC_TIMESTAMP is independent of the session time zone (so no
  * DST ambiguity, unlike UNIX_TIMESTAMP(NOW())), and, like NOW(), constant within one statement.
  */
-const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
+export const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
 // A record is gone for every purpose once its window has passed and no live lease holds it.
 const EXPIRED = `(expires_at <= ${NOW_MS} AND (state = 'completed' OR lease_until <= ${NOW_MS}))`;
 

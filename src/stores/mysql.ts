@@ -1,6 +1,7 @@
 import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
+  AdministrableStore,
   Claim,
   ClaimOptions,
   IdempotencyRecord,
@@ -15,6 +16,7 @@ import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
 import { isDuplicateKey } from '../drivers/mysql.js';
+import { mysqlAdmin } from './mysql-admin.js';
 import { Connections } from './mysql-connections.js';
 import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
 
@@ -45,7 +47,7 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
 
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
-export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords {
+export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords, AdministrableStore {
   /** Creates the table and its expiry index if missing. Idempotent, and safe to run concurrently. */
   migrate(): Promise<void>;
   /**
@@ -192,6 +194,7 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
         return toRecord(ref, table, parseRow(ref, table, raw));
       });
     },
+    admin: mysqlAdmin(db, table),
     async beginTransaction(): Promise<StoreTransaction<ConnectionOf<P>>> {
       const tx = await db.begin();
       const inTx = async (what: string, statement: string, values: MysqlValue[]) => {

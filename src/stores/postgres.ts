@@ -1,6 +1,7 @@
 import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
+  AdministrableStore,
   Claim,
   ClaimOptions,
   IdempotencyRecord,
@@ -15,6 +16,7 @@ import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
+import { postgresAdmin } from './postgres-admin.js';
 import { postgresStatements, resolveNames } from './postgres-sql.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
@@ -48,7 +50,7 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, AbandonedRecords {
+export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, AbandonedRecords, AdministrableStore {
   /**
    * Creates the table, its expiry index and the claim function if missing (the text of
    * `sql/postgres.sql` for the default names). Idempotent; safe from several processes at once.
@@ -187,6 +189,7 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
         return toRecord(new RowReader({ scope: row.scope, key: row.key }, where, row));
       });
     },
+    admin: postgresAdmin(pool, names),
     async beginTransaction(): Promise<StoreTransaction<Client>> {
       let client: Client;
       try {

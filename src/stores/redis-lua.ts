@@ -137,7 +137,7 @@ end
  * calls `helpers()` (a table of them): defining them costs every run a closure each, a tenth of a
  * completion, whose usual path needs none of them.
  */
-function script(name: string, body: string, helpers: 'eager' | 'lazy' = 'eager'): LuaScript {
+export function script(name: string, body: string, helpers: 'eager' | 'lazy' = 'eager'): LuaScript {
   const prelude =
     helpers === 'eager'
       ? HEAD + HELPERS

@@ -1,12 +1,13 @@
 import { hash } from 'node:crypto';
 import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreIncompatibleError, StoreUnavailableError } from '../core/errors.js';
-import type { Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import type { AdministrableStore, Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../drivers/redis.js';
 import { evalScript, sendBuffer, writeCoalescer } from '../drivers/redis.js';
+import { redisAdmin } from './redis-admin.js';
 import type { LuaScript } from './redis-lua.js';
 import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
 
@@ -68,7 +69,7 @@ export interface RedisStoreOptions {
   readonly coalesceWrites?: boolean;
 }
 
-export interface RedisStore extends IdempotencyStore {
+export interface RedisStore extends IdempotencyStore, AdministrableStore {
   /** The Redis key that holds the record of `ref`. */
   keyOf(ref: RecordRef): string;
   /**
@@ -404,6 +405,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     },
     get,
     reap,
+    admin: redisAdmin({ client, pattern, keyOf, run }),
   };
 }
 
