@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CheckConfig } from './config.js';
 import { loadConfigFile, parseHeaderLines } from './config.js';
+import { parseDuration, parseWholeNumber } from '../cli/flags.js';
 import { CheckConfigError } from './errors.js';
 
 export interface CheckCommand {
@@ -133,16 +134,16 @@ function readBody(path: string): string {
 
 function integer(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value)) throw new CheckConfigError(`${flag}: expected a whole number, got ${JSON.stringify(value)}`);
-  return Number(value);
+  const n = parseWholeNumber(value);
+  if (n === undefined) throw new CheckConfigError(`${flag}: expected a whole number, got ${JSON.stringify(value)}`);
+  return n;
 }
 
-/** `10` and `10s` are seconds (curl's --max-time), `500ms` milliseconds. */
+/** `10` and `10s` are seconds (curl's --max-time), `500ms` milliseconds; `2m`, `1h` too. */
 function duration(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const match = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(value);
-  if (!match) throw new CheckConfigError(`${flag}: expected a duration like 10, 10s or 500ms, got ${JSON.stringify(value)}`);
-  const ms = match[2] === 'ms' ? Number(match[1]) : Number(match[1]) * 1000;
+  const ms = parseDuration(value, 's');
+  if (ms === undefined) throw new CheckConfigError(`${flag}: expected a duration like 10, 10s or 500ms, got ${JSON.stringify(value)}`);
   if (ms < 1) throw new CheckConfigError(`${flag}: must be at least 1 ms`);
   return Math.round(ms);
 }

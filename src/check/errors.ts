@@ -22,6 +22,18 @@ export class TargetUnreachableError extends IdemkitError {
   }
 }
 
+/**
+ * An `idemkit` store command (migrate, inspect, list, purge, reap, stats) could not run: a bad
+ * flag, a store URL it does not support, a driver package that is not installed (exit code 2).
+ */
+export class CliUsageError extends IdemkitError {
+  static readonly code = 'ERR_IDEMKIT_CLI_USAGE' satisfies ErrorCode;
+
+  constructor(message: string) {
+    super(CliUsageError.code, message);
+  }
+}
+
 /** Why one request got no HTTP answer. */
 export type RequestFailure = 'refused' | 'timeout' | 'protocol' | 'network' | 'too-large';
 

@@ -8,5 +8,5 @@ export type { CheckConfig, ResolvedConfig } from './config.js';
 export { formatReport } from './report.js';
 export { raceCase, DEFAULT_BODY } from './race.js';
 export type { RaceOptions, RaceResult, RaceRound, RaceTarget } from './race.js';
-export { CheckConfigError, CheckRequestError, TargetUnreachableError } from './errors.js';
+export { CheckConfigError, CheckRequestError, CliUsageError, TargetUnreachableError } from './errors.js';
 export type { RequestFailure } from './errors.js';

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `idemkit` command. Today it has one subcommand: `idemkit check <url>`.
-import { main } from '../check/cli.js';
+// The `idemkit` command: `idemkit check <url>`, and the store commands (docs/cli.md).
+import { main } from './run.js';
 
 const code = await main(process.argv.slice(2), {
   out: (text) => process.stdout.write(`${text}\n`),

@@ -88,6 +88,7 @@ export const ERROR_CODES = {
   ERR_IDEMKIT_CHECK_CONFIG: check('CheckConfigError'),
   ERR_IDEMKIT_CHECK_UNREACHABLE: check('TargetUnreachableError'),
   ERR_IDEMKIT_CHECK_REQUEST: check('CheckRequestError'),
+  ERR_IDEMKIT_CLI_USAGE: check('CliUsageError'),
   // idemkit/messaging.
   ERR_IDEMKIT_MESSAGE_ID_MISSING: messaging('MissingMessageIdError'),
   ERR_IDEMKIT_MESSAGE_ID_INVALID: messaging('InvalidMessageIdError'),

@@ -44,7 +44,7 @@ import {
 } from '../../src/core/errors.js';
 import * as messagingApi from '../../src/messaging/index.js';
 import * as patternsApi from '../../src/patterns/index.js';
-import { CheckConfigError, CheckRequestError, TargetUnreachableError } from '../../src/check/errors.js';
+import { CheckConfigError, CheckRequestError, CliUsageError, TargetUnreachableError } from '../../src/check/errors.js';
 import { AttemptTimeoutError, BodyNotReplayableError, CrossOriginRedirectError, HttpStatusError, RequestFailedError, ResponseTooLargeError, RetryBudgetExhaustedError, TooManyRedirectsError } from '../../src/client/errors.js';
 import { InvalidMessageIdError, MessageScopeClashError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from '../../src/messaging/errors.js';
 import { IllegalTransitionError, InvalidStateMachineError, RowVanishedError, UnknownStateError, VersionConflictError } from '../../src/patterns/errors.js';
@@ -88,6 +88,7 @@ const samples = {
   ERR_IDEMKIT_CHECK_CONFIG: () => new CheckConfigError('bad flag'),
   ERR_IDEMKIT_CHECK_UNREACHABLE: () => new TargetUnreachableError('nothing listens'),
   ERR_IDEMKIT_CHECK_REQUEST: () => new CheckRequestError('timeout', 'no answer'),
+  ERR_IDEMKIT_CLI_USAGE: () => new CliUsageError('unsupported store URL'),
   ERR_IDEMKIT_MESSAGE_ID_MISSING: () => new MissingMessageIdError('no id'),
   ERR_IDEMKIT_MESSAGE_ID_INVALID: () => new InvalidMessageIdError('empty'),
   ERR_IDEMKIT_MESSAGE_SCOPE_CLASH: () => new MessageScopeClashError('clash'),

@@ -1,0 +1,326 @@
+/**
+ * Opens a built-in store from a URL, for the `idemkit` store commands. The driver a URL needs is
+ * imported only then (they are optional peer dependencies), and a missing one is named with the
+ * command that installs it.
+ */
+import { existsSync } from 'node:fs';
+import { CliUsageError } from '../check/errors.js';
+import { StoreSchemaMissingError } from '../core/errors.js';
+import type { AdministrableStore, IdempotencyStore } from '../core/store.js';
+import type { MysqlPool } from '../drivers/mysql.js';
+import type { PostgresPool } from '../drivers/postgres.js';
+import type { RedisBufferClient } from '../drivers/redis.js';
+import type { SqliteDatabase } from '../drivers/sqlite.js';
+
+// What the CLI uses of each driver package, declared here so that nothing imports a driver's types.
+interface SqliteModule {
+  default: new (file: string, options?: object) => SqliteDatabase & { close(): void };
+}
+interface PgModule {
+  default: { Pool: new (config: object) => PostgresPool & { on(event: 'error', listener: () => void): unknown; end(): Promise<void> } };
+}
+interface Mysql2PromiseModule {
+  createPool(config: object): MysqlPool & { query(sql: string): Promise<unknown>; end(): Promise<void> };
+}
+type IoredisClient = RedisBufferClient & { connect(): Promise<void>; disconnect(): void; on(event: 'error', listener: () => void): unknown };
+interface IoredisModule {
+  Redis: new (url: string, options: object) => IoredisClient;
+  Cluster: new (nodes: Array<{ host: string; port: number }>, options: object) => IoredisClient;
+}
+
+export type StoreKind = 'sqlite' | 'postgres' | 'mysql' | 'redis';
+
+export interface StoreUrl {
+  readonly kind: StoreKind;
+  /** The URL as given, with any password replaced by `***`: what messages show. */
+  readonly shown: string;
+  /** sqlite: the file; others: the URL to connect to. */
+  readonly target: string;
+  /** Redis Cluster: the seed nodes of `redis+cluster://host:port,host:port`. */
+  readonly clusterNodes?: ReadonlyArray<{ host: string; port: number }>;
+}
+
+export interface StoreNames {
+  /** SQL stores: the table (default idempotency_records). */
+  readonly table?: string | undefined;
+  /** PostgreSQL: the schema (default public). */
+  readonly schema?: string | undefined;
+  /** Redis: the key prefix (default idemkit). */
+  readonly prefix?: string | undefined;
+}
+
+export const URL_FORMS = 'sqlite:FILE, postgres://…, mysql://… (or mariadb://…), redis://… (rediss://…, redis+cluster://host:port,host:port)';
+
+/** Parses a store URL; throws `CliUsageError` naming the forms it takes. */
+export function parseStoreUrl(url: string): StoreUrl {
+  const unsupported = (why: string) => new CliUsageError(`${why}; expected ${URL_FORMS}`);
+  if (url.startsWith('sqlite:')) {
+    const file = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (file === '' || file === ':memory:') throw unsupported(`the store URL "${url}" names no database file`);
+    return { kind: 'sqlite', shown: url, target: file };
+  }
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+  if (scheme === 'redis+cluster') {
+    const nodes = url
+      .slice('redis+cluster://'.length)
+      .split(',')
+      .map((hostPort) => {
+        const match = /^([^:/,]+):(\d{1,5})\/?$/.exec(hostPort);
+        if (!match) throw unsupported(`the store URL "${redact(url)}" has a node "${hostPort}" that is not host:port`);
+        return { host: match[1]!, port: Number(match[2]) };
+      });
+    return { kind: 'redis', shown: redact(url), target: url, clusterNodes: nodes };
+  }
+  const kind: StoreKind | undefined =
+    scheme === 'postgres' || scheme === 'postgresql'
+      ? 'postgres'
+      : scheme === 'mysql' || scheme === 'mariadb'
+        ? 'mysql'
+        : scheme === 'redis' || scheme === 'rediss'
+          ? 'redis'
+          : undefined;
+  if (kind === undefined) throw unsupported(`unsupported store URL "${redact(url)}"`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw unsupported(`the store URL "${redact(url)}" is not a valid URL`);
+  }
+  if (parsed.hostname === '') throw unsupported(`the store URL "${redact(url)}" names no host`);
+  if (kind === 'mysql') parsed.protocol = 'mysql:';
+  return { kind, shown: redact(url), target: parsed.href };
+}
+
+/** The URL without its password. */
+export function redact(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@/]*@/i, '$1:***@');
+}
+
+const PACKAGES: Record<StoreKind, string> = { sqlite: 'better-sqlite3', postgres: 'pg', mysql: 'mysql2', redis: 'ioredis' };
+
+/** Imports a driver package, or says which one to install. `load` is replaceable for tests. */
+export async function importDriver<T>(kind: StoreKind, load: (name: string) => Promise<unknown> = (name) => import(name)): Promise<T> {
+  const name = PACKAGES[kind];
+  try {
+    return (await load(name)) as T;
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      throw new CliUsageError(`${kind} store URLs need the ${name} package, which is not installed: npm install ${name}`);
+    }
+    throw new CliUsageError(`the ${name} package could not be loaded: ${(error as Error).message}`);
+  }
+}
+
+export interface OpenedStore {
+  readonly url: StoreUrl;
+  readonly store: IdempotencyStore & AdministrableStore;
+  /** Where the records are, for messages: `table public.idempotency_records`, `prefix idemkit`. */
+  readonly where: string;
+  /** Creates what is missing; says what it created and what was there. */
+  migrate(): Promise<{ created: string[]; present: string[] }>;
+  /** Throws `StoreSchemaMissingError` when the table (or claim function) is missing. */
+  verify(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A store that could not be reached: the message names the URL (without its password) and the cause. */
+export class Unreachable {
+  constructor(readonly message: string) {}
+}
+
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/** Opens the store of `url`, connecting to check it answers (a SQLite file must exist unless `create`). */
+export async function openStore(url: StoreUrl, names: StoreNames, options: { create: boolean }): Promise<OpenedStore> {
+  switch (url.kind) {
+    case 'sqlite':
+      return openSqlite(url, names, options.create);
+    case 'postgres':
+      return openPostgres(url, names);
+    case 'mysql':
+      return openMysql(url, names);
+    case 'redis':
+      return openRedis(url, names);
+  }
+}
+
+function refuseNames(url: StoreUrl, names: StoreNames, allowed: ReadonlyArray<keyof StoreNames>): void {
+  for (const name of ['table', 'schema', 'prefix'] as const) {
+    if (names[name] !== undefined && !allowed.includes(name)) throw new CliUsageError(`--${name} does not apply to a ${url.kind} store`);
+  }
+}
+
+async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Promise<OpenedStore> {
+  refuseNames(url, names, ['table']);
+  const { default: Database } = await importDriver<SqliteModule>('sqlite');
+  const { sqliteStore } = await import('../stores/sqlite.js');
+  if (!create && !existsSync(url.target)) throw new Unreachable(`no SQLite database at ${url.target} (run \`idemkit migrate\` to create it)`);
+  let db;
+  try {
+    db = new Database(url.target, { fileMustExist: !create, timeout: CONNECT_TIMEOUT_MS });
+  } catch (error) {
+    throw new Unreachable(`cannot open the SQLite database ${url.target}: ${(error as Error).message}`);
+  }
+  const table = names.table ?? 'idempotency_records';
+  const hasTable = () => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined;
+  const where = `table ${table} in ${url.target}`;
+  const make = () => sqliteStore({ database: db, table });
+  let store: ReturnType<typeof make> | undefined;
+  // The factory creates a missing table: only `migrate` may do that, so other commands check first.
+  const existing = () => (store ??= make());
+  try {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) throw new CliUsageError(`--table: expected a plain SQL identifier, got ${JSON.stringify(table)}`);
+    hasTable();
+  } catch (error) {
+    db.close();
+    if (error instanceof CliUsageError) throw error;
+    throw new Unreachable(`cannot read the SQLite database ${url.target}: ${(error as Error).message}`);
+  }
+  return {
+    url,
+    where,
+    get store() {
+      return existing();
+    },
+    async migrate() {
+      const present = hasTable();
+      existing();
+      return present ? { created: [], present: [`table ${table}`] } : { created: [`table ${table}`], present: [] };
+    },
+    async verify() {
+      if (!hasTable()) throw new StoreSchemaMissingError('sqlite', [where], '`idemkit migrate`');
+    },
+    async close() {
+      db.close();
+    },
+  };
+}
+
+async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
+  refuseNames(url, names, ['table', 'schema']);
+  const { default: pg } = await importDriver<PgModule>('postgres');
+  const { postgresStore } = await import('../stores/postgres.js');
+  const { InvalidOptionError } = await import('../core/errors.js');
+  const pool = new pg.Pool({ connectionString: url.target, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  pool.on('error', () => {});
+  let store;
+  try {
+    store = postgresStore({ pool, table: names.table, schema: names.schema });
+  } catch (error) {
+    await pool.end();
+    if (error instanceof InvalidOptionError) throw new CliUsageError(`--${error.option}: ${error.message.replace(/^Invalid option `\w+`: /, '')}`);
+    throw error;
+  }
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String(error)}`);
+  }
+  const schema = names.schema ?? 'public';
+  const table = names.table ?? 'idempotency_records';
+  const missing = async () => {
+    try {
+      await store.verify();
+      return [];
+    } catch (error) {
+      if (error instanceof StoreSchemaMissingError) return [...error.missing];
+      throw error;
+    }
+  };
+  return {
+    url,
+    store,
+    where: `table ${schema}.${table}`,
+    async migrate() {
+      const before = await missing();
+      await store.migrate();
+      const all = [`table ${schema}.${table}`, `function ${schema}.${table}_claim`];
+      return { created: all.filter((what) => before.includes(what)), present: all.filter((what) => !before.includes(what)) };
+    },
+    verify: () => store.verify(),
+    close: () => pool.end(),
+  };
+}
+
+async function openMysql(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
+  refuseNames(url, names, ['table']);
+  const mysql = await importDriver<Mysql2PromiseModule>('mysql', (name) => import(`${name}/promise`));
+  const { mysqlStore } = await import('../stores/mysql.js');
+  const { InvalidOptionError } = await import('../core/errors.js');
+  const pool = mysql.createPool({ uri: url.target, connectionLimit: 2, connectTimeout: CONNECT_TIMEOUT_MS });
+  let store;
+  try {
+    store = mysqlStore({ pool, table: names.table });
+  } catch (error) {
+    await pool.end();
+    if (error instanceof InvalidOptionError) throw new CliUsageError(`--${error.option}: ${error.message.replace(/^Invalid option `\w+`: /, '')}`);
+    throw error;
+  }
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String((error as { code?: unknown }).code ?? error)}`);
+  }
+  const table = names.table ?? 'idempotency_records';
+  return {
+    url,
+    store,
+    where: `table ${table}`,
+    async migrate() {
+      let present = true;
+      try {
+        await store.verify();
+      } catch (error) {
+        if (!(error instanceof StoreSchemaMissingError)) throw error;
+        present = false;
+      }
+      await store.migrate();
+      return present ? { created: [], present: [`table ${table}`] } : { created: [`table ${table}`], present: [] };
+    },
+    verify: () => store.verify(),
+    close: () => pool.end(),
+  };
+}
+
+async function openRedis(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
+  refuseNames(url, names, ['prefix']);
+  const ioredis = await importDriver<IoredisModule>('redis');
+  const { redisStore } = await import('../stores/redis.js');
+  const { InvalidOptionError } = await import('../core/errors.js');
+  // Fail fast: no offline queue, no retries; a command on a dead connection errors at once.
+  const common = { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: CONNECT_TIMEOUT_MS, lazyConnect: true } as const;
+  const client = url.clusterNodes
+    ? new ioredis.Cluster([...url.clusterNodes], { lazyConnect: true, enableOfflineQueue: false, clusterRetryStrategy: () => null, redisOptions: common })
+    : new ioredis.Redis(url.target, { ...common, retryStrategy: () => null });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    client.disconnect();
+    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String(error)}`);
+  }
+  let store;
+  try {
+    store = redisStore({ client, prefix: names.prefix, coalesceWrites: false });
+  } catch (error) {
+    client.disconnect();
+    if (error instanceof InvalidOptionError) throw new CliUsageError(`--${error.option}: ${error.message.replace(/^Invalid option `\w+`: /, '')}`);
+    throw error;
+  }
+  const prefix = names.prefix ?? 'idemkit';
+  return {
+    url,
+    store,
+    where: `prefix ${prefix}`,
+    async migrate() {
+      return { created: [], present: [] };
+    },
+    async verify() {},
+    async close() {
+      client.disconnect();
+    },
+  };
+}
