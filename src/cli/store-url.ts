@@ -22,7 +22,7 @@ interface PgModule {
 interface Mysql2PromiseModule {
   createPool(config: object): MysqlPool & { query(sql: string): Promise<unknown>; end(): Promise<void> };
 }
-type IoredisClient = RedisBufferClient & { connect(): Promise<void>; disconnect(): void; on(event: 'error', listener: () => void): unknown };
+type IoredisClient = RedisBufferClient & { connect(): Promise<void>; disconnect(): void; on(event: 'error', listener: (error: Error) => void): unknown };
 interface IoredisModule {
   Redis: new (url: string, options: object) => IoredisClient;
   Cluster: new (nodes: Array<{ host: string; port: number }>, options: object) => IoredisClient;
@@ -295,12 +295,16 @@ async function openRedis(url: StoreUrl, names: StoreNames): Promise<OpenedStore>
   const client = url.clusterNodes
     ? new ioredis.Cluster([...url.clusterNodes], { lazyConnect: true, enableOfflineQueue: false, clusterRetryStrategy: () => null, redisOptions: common })
     : new ioredis.Redis(url.target, { ...common, retryStrategy: () => null });
-  client.on('error', () => {});
+  // ioredis rejects connect() with "Connection is closed."; the reason came in an 'error' event.
+  let reason: Error | undefined;
+  client.on('error', (error: Error) => {
+    reason ??= error;
+  });
   try {
     await client.connect();
   } catch (error) {
     client.disconnect();
-    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String(error)}`);
+    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(reason ?? (error as Error)).message || String(error)}`);
   }
   let store;
   try {

@@ -1,0 +1,343 @@
+/**
+ * The `idemkit` store commands against every store that has a URL: SQLite (a temp file),
+ * PostgreSQL, MySQL/MariaDB, Redis, and a Redis Cluster, each with its own table or key prefix.
+ * Each command runs once as users run it (a subprocess: `npm run idemkit -- …`); its other flags
+ * run through the same `main` in this process, which is what the executable calls (a process
+ * start costs a second or two here). The memory store has no URL; the store contract covers its
+ * admin capability.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { Cluster, Redis } from 'ioredis';
+import { createPool } from 'mysql2/promise';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { redisStore } from '../../src/stores/redis.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import { main } from '../../src/cli/run.js';
+import type { CliRun } from '../check/cli.js';
+import { runCli } from '../check/cli.js';
+import type { RedisClusterHandle } from '../support/redis-servers.js';
+import { deleteKeys, requireRedisBinaries, startRedisCluster } from '../support/redis-servers.js';
+import { MARIADB, POSTGRES, REDIS, requireService } from '../support/services.js';
+
+const [pgUp, mysqlUp, redisUp] = [await requireService(POSTGRES), await requireService(MARIADB), await requireService(REDIS)];
+const clusterBinaries = requireRedisBinaries();
+
+const LIVE = { leaseMs: 3_600_000, windowMs: 7_200_000 };
+const json = (body: string): StoredResponse => ({ status: 201, headers: [['content-type', 'application/json']], body: new TextEncoder().encode(body), bodyOmitted: false });
+const name = () => `idem_cli_${randomBytes(4).toString('hex')}`;
+
+/** The CLI's `main` in this process, with its output captured as a subprocess's would be. */
+async function inProcess(args: readonly string[]): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { out: (text) => (stdout += `${text}\n`), err: (text) => (stderr += `${text}\n`), tty: false });
+  return { code, stdout, stderr };
+}
+
+interface Target {
+  /** The URL and name flags every command gets. */
+  readonly args: string[];
+  /** The same store, in this process, to seed records and check what the CLI did. */
+  readonly store: IdempotencyStore;
+  readonly sql: boolean;
+  close(): Promise<void>;
+}
+
+/** The scenario every store runs: migrate twice, then each command on seeded records. */
+function storeCommands(label: string, skip: boolean, open: () => Promise<Target>) {
+  describe.skipIf(skip)(`idemkit store commands on ${label}`, () => {
+    let t: Target;
+    /** As a subprocess. */
+    const cli = (...args: string[]) => runCli([...args, ...t.args]);
+    /** In this process. */
+    const run = (...args: string[]) => inProcess([...args, ...t.args]);
+    const scope = `tenant-${randomBytes(3).toString('hex')}`;
+    const ref = (key: string): RecordRef => ({ scope, key });
+    let doneToken = '';
+
+    beforeAll(async () => {
+      t = await open();
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    it('migrate creates what is missing, says so, and is safe to run twice (before it, other commands name the fix)', async () => {
+      if (t.sql) {
+        const before = await run('stats');
+        expect(before.code).toBe(2);
+        expect(before.stderr).toMatch(/^idemkit stats: .*run `idemkit migrate` first/);
+        expect(before.stderr).not.toMatch(/\n\s+at /);
+      }
+      const first = await cli('migrate');
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      const second = await run('migrate');
+      expect(second.code).toBe(0);
+      if (t.sql) {
+        expect(first.stdout).toMatch(/table \S+: created/);
+        expect(first.stdout).not.toMatch(/table \S+: already present/);
+        expect(second.stdout).toMatch(/table \S+: already present/);
+        expect(second.stdout).not.toMatch(/created/);
+        const asJson = JSON.parse((await run('migrate', '--json')).stdout) as { created: string[]; present: string[] };
+        expect(asJson.created).toEqual([]);
+        expect(asJson.present.length).toBeGreaterThan(0);
+      } else {
+        expect(first.stdout).toMatch(/nothing to migrate/);
+      }
+    });
+
+    it('seeds records through the store (the same table or prefix)', async () => {
+      const done = await t.store.claim(ref('done'), 'fp-done', LIVE);
+      if (done.kind !== 'acquired') throw new Error(done.kind);
+      doneToken = done.token;
+      await t.store.complete(ref('done'), done.token, json('{"id":"ch_1"}'));
+      const bin = await t.store.claim(ref('bin'), 'fp-bin', LIVE);
+      if (bin.kind !== 'acquired') throw new Error(bin.kind);
+      await t.store.complete(ref('bin'), bin.token, { status: 200, headers: [], body: Uint8Array.from([0, 1, 2, 255]), bodyOmitted: false });
+      const gone = await t.store.claim(ref('gone'), 'fp-gone', LIVE);
+      if (gone.kind !== 'acquired') throw new Error(gone.kind);
+      await t.store.checkpoint(ref('gone'), gone.token, 'charged', { chargeId: 'ch_9' });
+      // The owner gives its lease back: in flight, lease over, window open.
+      expect(await t.store.renew(ref('gone'), gone.token, 0)).toBe(true);
+      expect((await t.store.claim(ref('live'), 'fp-live', LIVE)).kind).toBe('acquired');
+      expect((await t.store.claim({ scope: `${scope}-other`, key: 'elsewhere' }, 'fp', LIVE)).kind).toBe('acquired');
+    });
+
+    it('inspect shows a record, with only a prefix of its owner token, as text and as JSON', async () => {
+      const text = await run('inspect', 'done', '--scope', scope);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/^state\s+completed$/m);
+      expect(text.stdout).toMatch(/^fingerprint\s+fp-done$/m);
+      expect(text.stdout).toMatch(/^status\s+201$/m);
+      expect(text.stdout).toMatch(/^headers\s+content-type: application\/json$/m);
+      expect(text.stdout).toMatch(/^body\s+13 bytes, text: \{"id":"ch_1"\}$/m);
+      expect(text.stdout).not.toContain(doneToken);
+      const parsed = JSON.parse((await cli('inspect', 'done', '--scope', scope, '--json')).stdout) as Record<string, unknown>;
+      expect(parsed).toMatchObject({ scope, key: 'done', state: 'completed', expired: false, fingerprint: 'fp-done', attempt: 1, recoveryPoint: null });
+      expect(parsed.response).toEqual({
+        status: 201,
+        headers: [['content-type', 'application/json']],
+        bodyOmitted: false,
+        body: { bytes: 13, encoding: 'utf8', preview: '{"id":"ch_1"}', truncated: false },
+      });
+      expect(String(parsed.tokenPrefix).length).toBeLessThanOrEqual(8);
+      expect(doneToken.startsWith(String(parsed.tokenPrefix))).toBe(true);
+      expect(Date.parse(String(parsed.expiresAt))).toBeGreaterThan(Date.parse(String(parsed.leaseUntil)));
+
+      const binary = await run('inspect', 'bin', '--scope', scope);
+      expect(binary.stdout).toMatch(/^body\s+4 bytes, binary: 000102ff$/m);
+      const gone = JSON.parse((await run('inspect', 'gone', '--scope', scope, '--json')).stdout) as Record<string, unknown>;
+      expect(gone).toMatchObject({ state: 'in_flight', recoveryPoint: 'charged', recoveryData: { chargeId: 'ch_9' }, response: null });
+
+      const missing = await run('inspect', 'nope', '--scope', scope);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/^idemkit inspect: no record for key "nope" in scope/);
+    });
+
+    it('list filters by scope, state and age, oldest lease first, up to --limit', async () => {
+      const keys = async (...args: string[]) => {
+        const listed = await run('list', '--json', ...args);
+        expect(listed.code).toBe(0);
+        return (JSON.parse(listed.stdout) as { records: Array<{ key: string }> }).records.map((r) => r.key);
+      };
+      const child = await cli('list', '--json', '--scope', scope);
+      expect(child.code).toBe(0);
+      expect((JSON.parse(child.stdout) as { records: Array<{ key: string }> }).records.map((r) => r.key).sort()).toEqual(['bin', 'done', 'gone', 'live']);
+      expect((await keys('--scope', scope, '--state', 'in_flight')).sort()).toEqual(['gone', 'live']);
+      expect((await keys('--scope', scope, '--state', 'completed')).sort()).toEqual(['bin', 'done']);
+      expect(await keys('--scope', scope, '--state', 'in_flight', '--older-than', '0s')).toEqual(['gone']);
+      expect(await keys('--scope', scope, '--limit', '1')).toEqual(['gone']);
+      expect(await keys()).toContain('elsewhere');
+      const text = await run('list', '--scope', scope);
+      expect(text.stdout.split('\n')[0]).toMatch(/^STATE\s+SCOPE\s+KEY\s+LEASE UNTIL/);
+      expect(text.stdout).toMatch(/in_flight\s+"tenant-\w+"\s+"gone"/);
+      const bad = await run('list', '--older-than', 'soon');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/^idemkit list: --older-than: expected a duration/);
+    });
+
+    it('stats counts by state, names the longest-gone owner, and sums the bodies', async () => {
+      const child = await cli('stats', '--json');
+      expect(child.code).toBe(0);
+      const stats = JSON.parse(child.stdout) as Record<string, unknown>;
+      expect(stats).toMatchObject({ inFlight: 3, abandoned: 1, completed: 2, expired: 0, bodyBytes: 13 + 4 });
+      expect(stats.oldestInFlight).toMatchObject({ scope, key: 'gone' });
+      const text = await run('stats');
+      expect(text.stdout).toMatch(/^in flight\s+3 \(1 abandoned/m);
+      expect(text.stdout).toMatch(/^completed\s+2$/m);
+    });
+
+    it('purge refuses without --yes, refuses in flight without --force, and reports a missing record', async () => {
+      const noYes = await run('purge', 'live', '--scope', scope);
+      expect(noYes.code).toBe(1);
+      expect(noYes.stderr).toMatch(/without --yes/);
+      const inFlight = await cli('purge', 'live', '--scope', scope, '--yes');
+      expect(inFlight.code).toBe(1);
+      expect(inFlight.stderr).toMatch(/is in flight .*--force/);
+      expect((await t.store.get(ref('live')))?.state).toBe('in_flight');
+      const forced = await cli('purge', 'live', '--scope', scope, '--yes', '--force');
+      expect(forced.code).toBe(0);
+      expect(await t.store.get(ref('live'))).toBeUndefined();
+      const again = await run('purge', 'live', '--scope', scope, '--yes', '--json');
+      expect(again.code).toBe(1);
+      expect(JSON.parse(again.stdout)).toEqual({ outcome: 'not_found' });
+      expect((await run('purge', 'done', '--scope', scope, '--yes')).code).toBe(0);
+      expect(await t.store.get(ref('done'))).toBeUndefined();
+      expect((await t.store.claim(ref('done'), 'fp-new', LIVE)).kind).toBe('acquired');
+    });
+
+    it('reap deletes expired records only, and counts them', async () => {
+      const old = await t.store.claim(ref('old'), 'fp-old', { leaseMs: 1, windowMs: 1 });
+      if (old.kind !== 'acquired') throw new Error(old.kind);
+      await t.store.complete(ref('old'), old.token, json('{}'));
+      // Its window (1 ms) has passed by the time a process has started.
+      const child = await cli('reap', '--json');
+      expect(child.code).toBe(0);
+      expect(JSON.parse(child.stdout)).toEqual({ reaped: 1 });
+      expect(await t.store.get(ref('old'))).toBeUndefined();
+      expect((await t.store.get(ref('gone')))?.state).toBe('in_flight');
+      expect((await run('reap')).stdout).toBe('reaped 0 expired records\n');
+    });
+  });
+}
+
+storeCommands('SQLite', false, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-cli-'));
+  const file = join(dir, 'records.db');
+  // An empty database: the file exists, the table does not (yet).
+  new Database(file).close();
+  const table = name();
+  // The CLI's migrate creates the file and table; the test's store opens it afterwards.
+  let db: InstanceType<typeof Database> | undefined;
+  let store: IdempotencyStore | undefined;
+  const lazy = () => (store ??= sqliteStore({ database: (db = new Database(file)), table }));
+  const proxy = new Proxy({} as IdempotencyStore, { get: (_, p) => Reflect.get(lazy(), p) as unknown });
+  return {
+    args: ['--store', `sqlite:${file}`, '--table', table],
+    store: proxy,
+    sql: true,
+    close: async () => {
+      db?.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+const PG_URL = `postgres://${process.env.PGUSER ?? 'postgres'}@127.0.0.1:5432/test`;
+storeCommands('PostgreSQL', !pgUp, async () => {
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+  pool.on('error', () => {});
+  const table = name();
+  return {
+    args: ['--store', PG_URL, '--table', table],
+    store: postgresStore({ pool, table }),
+    sql: true,
+    close: async () => {
+      await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
+      await pool.end();
+    },
+  };
+});
+
+const MYSQL_URL = 'mysql://root@127.0.0.1:3306/test';
+storeCommands('MySQL/MariaDB', !mysqlUp, async () => {
+  const pool = createPool({ uri: MYSQL_URL, connectionLimit: 4 });
+  const table = name();
+  return {
+    args: ['--store', MYSQL_URL, '--table', table],
+    store: mysqlStore({ pool, table }),
+    sql: true,
+    close: async () => {
+      await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
+      await pool.end();
+    },
+  };
+});
+
+storeCommands('Redis', !redisUp, async () => {
+  const client = new Redis(REDIS.port, REDIS.host, { maxRetriesPerRequest: 1 });
+  const prefix = name();
+  return {
+    args: ['--store', `redis://${REDIS.host}:${REDIS.port}`, '--prefix', prefix],
+    store: redisStore({ client, prefix }),
+    sql: false,
+    close: async () => {
+      await deleteKeys(client, `${prefix}:*`);
+      client.disconnect();
+    },
+  };
+});
+
+storeCommands('a 3-master Redis Cluster', !clusterBinaries, async () => {
+  const cluster: RedisClusterHandle = await startRedisCluster(3);
+  const client = new Cluster([...cluster.nodes], { redisOptions: { maxRetriesPerRequest: 1 } });
+  client.on('error', () => {});
+  await new Promise<void>((resolve) => client.once('ready', resolve));
+  const prefix = name();
+  return {
+    args: ['--store', `redis+cluster://${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`, '--prefix', prefix],
+    store: redisStore({ client, prefix }),
+    sql: false,
+    close: async () => {
+      client.disconnect();
+      await cluster.stop();
+    },
+  };
+});
+
+describe('idemkit store commands: errors are one line, exit code 2, never a stack trace', () => {
+  const oneLine = (stderr: string) => {
+    expect(stderr).not.toMatch(/\n\s+at /);
+    return stderr.split('\n')[0]!;
+  };
+
+  it('names the URL forms for an unsupported URL, and asks for one when none is given', async () => {
+    const bad = await runCli(['list', '--store', 'mongodb://127.0.0.1/x']);
+    expect(bad.code).toBe(2);
+    expect(oneLine(bad.stderr)).toMatch(/^idemkit list: unsupported store URL "mongodb:\/\/127\.0\.0\.1\/x"; expected sqlite:FILE, postgres:\/\/…/);
+    const none = await inProcess(['stats']);
+    expect(none.code).toBe(2);
+    expect(oneLine(none.stderr)).toMatch(/--store URL is required \(or set IDEMKIT_STORE_URL\)/);
+    const flag = await inProcess(['stats', '--store', 'sqlite:/nonexistent/x.db', '--bogus']);
+    expect(flag.code).toBe(2);
+    expect(oneLine(flag.stderr)).toMatch(/^idemkit stats: Unknown option '--bogus'/);
+    const scope = await inProcess(['inspect', 'k', '--store', 'sqlite:/nonexistent/x.db']);
+    expect(scope.code).toBe(2);
+    expect(oneLine(scope.stderr)).toMatch(/--scope is required/);
+  });
+
+  it('says a SQLite file does not exist rather than creating it (only migrate creates)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-cli-'));
+    try {
+      const run = await inProcess(['list', '--store', `sqlite:${join(dir, 'none.db')}`]);
+      expect(run.code).toBe(2);
+      expect(oneLine(run.stderr)).toMatch(/no SQLite database at .*none\.db \(run `idemkit migrate` to create it\)/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // Port 1: nothing listens there, so the connection is refused at once.
+  for (const [store, url] of [
+    ['PostgreSQL', 'postgres://admin:s3cret@127.0.0.1:1/test'],
+    ['MySQL', 'mysql://admin:s3cret@127.0.0.1:1/test'],
+    ['Redis', 'redis://:s3cret@127.0.0.1:1'],
+  ] as const) {
+    it(`says an unreachable ${store} cannot be reached, without its password`, async () => {
+      const run = await runCli(['stats', '--store', url]);
+      expect(run.code).toBe(2);
+      const line = oneLine(run.stderr);
+      expect(line).toMatch(/^idemkit stats: cannot reach the store at \S+127\.0\.0\.1:1\S*: .*ECONNREFUSED/);
+      expect(run.stderr).not.toContain('s3cret');
+    });
+  }
+});
