@@ -155,6 +155,8 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
   refuseNames(url, names, ['table']);
   const { default: Database } = await importDriver<SqliteModule>('sqlite');
   const { sqliteStore } = await import('../stores/sqlite.js');
+  const table = names.table ?? 'idempotency_records';
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) throw new CliUsageError(`--table: expected a plain SQL identifier, got ${JSON.stringify(table)}`);
   if (!create && !existsSync(url.target)) throw new Unreachable(`no SQLite database at ${url.target} (run \`idemkit migrate\` to create it)`);
   let db;
   try {
@@ -162,7 +164,6 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
   } catch (error) {
     throw new Unreachable(`cannot open the SQLite database ${url.target}: ${(error as Error).message}`);
   }
-  const table = names.table ?? 'idempotency_records';
   const hasTable = () => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined;
   const where = `table ${table} in ${url.target}`;
   const make = () => sqliteStore({ database: db, table });
@@ -170,11 +171,9 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
   // The factory creates a missing table: only `migrate` may do that, so other commands check first.
   const existing = () => (store ??= make());
   try {
-    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) throw new CliUsageError(`--table: expected a plain SQL identifier, got ${JSON.stringify(table)}`);
     hasTable();
   } catch (error) {
     db.close();
-    if (error instanceof CliUsageError) throw error;
     throw new Unreachable(`cannot read the SQLite database ${url.target}: ${(error as Error).message}`);
   }
   return {

@@ -315,6 +315,27 @@ describe('idemkit store commands: errors are one line, exit code 2, never a stac
     expect(oneLine(scope.stderr)).toMatch(/--scope is required/);
   });
 
+  it('refuses flags a command or store does not take, and shows each command its help', async () => {
+    const help = await inProcess(['purge', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: idemkit purge KEY --scope SCOPE --store URL --yes \[--force\]/);
+    expect(help.stdout).toMatch(/Exit codes: 0 done · 1 not found, or refused/);
+    const cases: Array<[string[], RegExp]> = [
+      [['reap', '--older-than', '5m'], /^idemkit reap: --older-than does not apply to idemkit reap$/m],
+      [['reap', '--limit', '0'], /^idemkit reap: --limit: expected a whole number >= 1, got "0"$/m],
+      [['list', '--state', 'done'], /^idemkit list: --state: expected in_flight or completed, got "done"$/m],
+      [['stats', '--table', 't', '--store', 'redis://127.0.0.1:1'], /^idemkit stats: --table does not apply to a redis store$/m],
+      [['list', '--table', 'x; drop', '--store', 'sqlite:/nonexistent.db'], /^idemkit list: --table: expected a plain SQL identifier, got "x; drop"$/m],
+      [['list', '--table', 'x; drop', '--store', 'postgres://127.0.0.1:1/x'], /^idemkit list: --table: expected a plain lower-case SQL identifier/m],
+      [['frobnicate'], /^idemkit: unknown command "frobnicate"/],
+    ];
+    for (const [args, message] of cases) {
+      const run = await inProcess([...args, ...(args.includes('--store') || args[0] === 'frobnicate' ? [] : ['--store', 'sqlite:/nonexistent.db'])]);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stderr).toMatch(message);
+    }
+  });
+
   it('says a SQLite file does not exist rather than creating it (only migrate creates)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'idemkit-cli-'));
     try {
