@@ -2,6 +2,7 @@
 import { main as checkMain } from '../check/cli.js';
 import type { StoreCommand } from './admin.js';
 import { STORE_COMMANDS, runStoreCommand } from './admin.js';
+import { runUi } from './ui.js';
 
 export const USAGE = `Usage: idemkit <command>
 
@@ -13,6 +14,7 @@ Commands:
   purge KEY       delete one record (--scope S --yes; --force for one in flight)
   reap            delete expired records, with a count
   stats           count records by state; the oldest in flight; bytes
+  ui              serve a local, read-only page over the records (--host, --port, --token)
 
 The store commands take --store URL (sqlite:FILE, postgres://…, mysql://…, redis://…) or
 $IDEMKIT_STORE_URL. Run \`idemkit <command> --help\` for its options; docs/cli.md has them all.`;
@@ -31,6 +33,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     return command === undefined ? 2 : 0;
   }
   if (command === 'check') return checkMain(argv, io);
+  if (command === 'ui') return runUi(rest, io);
   if ((STORE_COMMANDS as readonly string[]).includes(command)) return runStoreCommand(command as StoreCommand, rest, io);
   io.err(`idemkit: unknown command "${command}"\n\n${USAGE}`);
   return 2;
