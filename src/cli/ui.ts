@@ -332,6 +332,9 @@ async function handle(admin: StoreAdmin, label: string, auth: TokenCheck | undef
       return send(res, 200, 'text/javascript; charset=utf-8', SCRIPT);
     case '/ui.css':
       return send(res, 200, 'text/css; charset=utf-8', STYLE);
+    case '/favicon.ico':
+      res.writeHead(204, SECURITY_HEADERS).end();
+      return;
     default:
       send(res, 404, 'text/html; charset=utf-8', page('Not found', label, `<p class="error">Nothing at ${esc(url.pathname)}.</p><p><a href="/">All records</a></p>`));
   }
@@ -412,7 +415,7 @@ function countsBar(): string {
 function age(r: RecordSummary, now: number): string {
   const since = formatDuration(Math.abs(now - r.leaseUntil));
   if (r.state === 'in_flight') return r.leaseUntil > now ? `running (lease ends in ${since})` : `owner gone ${since}`;
-  return r.leaseUntil > now ? 'recent (within its lease)' : `over ${since}`;
+  return r.leaseUntil > now ? 'recent (in its lease)' : `over ${since}`;
 }
 
 function ago(at: number, now: number): string {
@@ -590,8 +593,8 @@ const STYLE = `:root { color-scheme: light; --fg: #1d232a; --muted: #66707a; --l
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: #fff; }
 header { display: flex; gap: 12px; align-items: baseline; padding: 10px 20px; background: #1d232a; color: #fff; }
 header .brand { color: #fff; font-weight: 700; text-decoration: none; font-size: 16px; }
-header .store { color: #c5ced6; font-family: ui-monospace, monospace; font-size: 12px; }
-header .ro { margin-left: auto; font-size: 12px; color: #9fb1c2; border: 1px solid #4a5561; border-radius: 3px; padding: 0 6px; }
+header .store { color: #c5ced6; font-family: ui-monospace, monospace; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; min-width: 0; }
+header .ro { margin-left: auto; white-space: nowrap; font-size: 12px; color: #9fb1c2; border: 1px solid #4a5561; border-radius: 3px; padding: 0 6px; }
 .counts { display: flex; gap: 22px; padding: 10px 20px; background: var(--bg); border-bottom: 1px solid var(--line); align-items: baseline; }
 .counts .stat b { font-size: 18px; }
 .counts .updated { margin-left: auto; color: var(--muted); font-size: 12px; }
@@ -601,9 +604,9 @@ a { color: var(--accent); }
 .filters { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; margin-bottom: 12px; }
 .filters input, .filters select { font: inherit; padding: 2px 4px; }
 table.records { border-collapse: collapse; width: 100%; }
-table.records th, table.records td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+table.records th, table.records td { text-align: left; padding: 5px 7px; border-bottom: 1px solid var(--line); white-space: nowrap; }
 table.records th { font-size: 12px; color: var(--muted); font-weight: 600; }
-table.records td.key, table.records td.scope { font-family: ui-monospace, monospace; max-width: 320px; overflow: hidden; text-overflow: ellipsis; }
+table.records td.key, table.records td.scope { font-family: ui-monospace, monospace; max-width: 260px; overflow: hidden; text-overflow: ellipsis; }
 td.num { text-align: right; }
 .badge { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; }
 .badge.in_flight { background: #fff1c2; color: #6b4e00; }
