@@ -275,7 +275,8 @@ function admit(auth: TokenCheck | undefined, req: IncomingMessage, res: ServerRe
   if (given !== null && auth.matches(given)) {
     // Keep the token out of the address bar and history: a cookie from now on, then the same URL without it.
     url.searchParams.delete('token');
-    const location = `${url.pathname}${url.search}`;
+    // One leading slash: `//host/…` would send the browser to another site.
+    const location = `/${url.pathname.replace(/^\/+/, '')}${url.search}`;
     res.writeHead(303, {
       ...SECURITY_HEADERS,
       location,

@@ -18,6 +18,7 @@ import { createPool } from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CliUsageError } from '../../src/check/errors.js';
+import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
@@ -304,6 +305,40 @@ describe('idemkit ui: binding, token and headers', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('answers a store failure with a 500 page naming it (escaped), and keeps serving', async () => {
+    let fail = true;
+    const admin = {
+      ...store.admin,
+      list: async (filter?: Parameters<typeof store.admin.list>[0]) => {
+        if (fail) throw new StoreUnavailableError('the store is unavailable', { cause: new Error('connect ECONNREFUSED <db>') });
+        return store.admin.list(filter);
+      },
+    };
+    const ui = await startUi(admin);
+    try {
+      const res = await fetch(ui.url);
+      expect(res.status).toBe(500);
+      const text = await res.text();
+      expect(text).toContain('connect ECONNREFUSED &lt;db&gt;');
+      expect(text).not.toContain('\n    at ');
+      fail = false;
+      expect(await (await fetch(ui.url)).text()).toContain('>secret-order</a>');
+    } finally {
+      await ui.close();
+    }
+  });
+
+  it('redirects a ?token= login to a path on this site only', async () => {
+    const ui = await startUi(store.admin, { token: TOKEN });
+    try {
+      const res = await rawGet(`${ui.url.replace(/\/$/, '')}//evil.example/?token=${TOKEN}`, {});
+      expect(res.status).toBe(303);
+      expect(res.headers.location).toMatch(/^\/(?!\/)/);
+    } finally {
+      await ui.close();
+    }
+  });
+
   it('knows the loopback addresses', () => {
     for (const host of ['127.0.0.1', '127.8.9.10', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1']) expect(isLoopback(host)).toBe(true);
     for (const host of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', 'example.com', '128.0.0.1']) expect(isLoopback(host)).toBe(false);
@@ -467,6 +502,10 @@ describe.skipIf(!requireChromium())('idemkit ui in Chromium, over a record made 
     await store.claim({ scope: 'bob', key: 'refund-7c1e' }, 'fp-refund', LIVE);
     await store.claim({ scope: 'carol', key: 'payout-19af' }, 'fp-payout', { leaseMs: 1, windowMs: LIVE.windowMs });
     db.close();
+    // A key made to run script if the page ever put it into the document unescaped.
+    // (A quoted key may hold spaces; a script in it would show as a dialog, which the test counts.)
+    const evil = '<img src=x onerror=alert(document.domain)>';
+    expect((await charge(`"${evil}"`, { amount: 1, currency: 'eur' }, 'mallory')).status).toBe(201);
 
     const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu'] });
@@ -477,19 +516,25 @@ describe.skipIf(!requireChromium())('idemkit ui in Chromium, over a record made 
         if (message.type() === 'error') problems.push(message.text());
       });
       page.on('pageerror', (error) => problems.push(error.message));
+      page.on('dialog', (dialog) => {
+        problems.push(`dialog: ${dialog.message()}`);
+        void dialog.dismiss();
+      });
       await page.goto(uiUrl);
       const link = page.locator('td.key a', { hasText: key });
       await link.waitFor();
       // The live counts come from /ui.js: it ran under the page's Content-Security-Policy.
-      await page.waitForFunction(() => document.querySelector('[data-stat="completed"]')?.textContent === '4');
+      await page.waitForFunction(() => document.querySelector('[data-stat="completed"]')?.textContent === '5');
       expect(await page.locator('[data-stat="inFlight"]').textContent()).toBe('2');
+      expect(await page.locator('td.key a', { hasText: '<img src=x' }).textContent()).toBe(evil);
+      expect(await page.locator('td.key img').count()).toBe(0);
       if (process.env.IDEMKIT_UI_SCREENSHOT) {
         mkdirSync(dirname(process.env.IDEMKIT_UI_SCREENSHOT), { recursive: true });
         await page.screenshot({ path: process.env.IDEMKIT_UI_SCREENSHOT });
       }
       // A new record shows in the counts without a reload.
       expect((await charge(`order-late-${randomBytes(3).toString('hex')}`, { amount: 1, currency: 'eur' })).status).toBe(201);
-      await page.waitForFunction(() => document.querySelector('[data-stat="completed"]')?.textContent === '5', undefined, { timeout: 30_000 });
+      await page.waitForFunction(() => document.querySelector('[data-stat="completed"]')?.textContent === '6', undefined, { timeout: 30_000 });
 
       await link.click();
       await page.waitForURL(/\/record\?/);
