@@ -96,9 +96,14 @@ describe('payments acceptance', () => {
     const [first, second] = [await demo(args), await demo(args)];
     expectReconciled(first, [1, 2, 3, 4, 6]);
     expectReconciled(second, [1, 2, 3, 4, 6]);
-    expect(second.report.stats).toEqual(first.report.stats);
+    // The seed's decisions, not the counts that also follow the machine's speed: a channel answer
+    // slower than the service's 300 ms attempt timeout (a loaded CI machine) adds a charge request.
+    const decisions = (stats: Record<string, unknown>) =>
+      Object.fromEntries(Object.entries(stats).filter(([name]) => /answers dropped|504 after execution|late answers|notification copies|crashes/.test(name)));
+    expect(Object.keys(decisions(first.report.stats))).toHaveLength(5);
+    expect(decisions(second.report.stats)).toEqual(decisions(first.report.stats));
     const other = await demo(['--orders', '15', '--concurrency', '4', '--seed', 'test-determinism-2', '--no-faults']);
-    expect(other.report.stats).not.toEqual(first.report.stats);
+    expect(decisions(other.report.stats)).not.toEqual(decisions(first.report.stats));
   }, 240_000);
 
   it('a consumer without consume-once is caught by the reconciliation (FAIL, exit 1)', async () => {
