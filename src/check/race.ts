@@ -80,6 +80,15 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 const REFUSED = new Set([409, 429]);
 
 /**
+ * An answer that gave no result and says to try again: 409 and 429, and a 503 with Retry-After
+ * (a store that did not answer in time: nothing ran). A bare 503 counts as an original, since a
+ * handler that ran and then failed answers that way too.
+ */
+function refused(answer: HttpAnswer): boolean {
+  return REFUSED.has(answer.status) || (answer.status === 503 && header(answer, 'retry-after') !== undefined);
+}
+
+/**
  * Sends `concurrency` requests with one key, truly at once, `rounds` times, and counts what a
  * client would see: distinct originals (a handler that ran twice returns two different bodies),
  * hangs and statuses. Works black-box against any endpoint.
@@ -189,7 +198,7 @@ async function raceRound(
         statuses.error = (statuses.error ?? 0) + 1;
       }
     }
-    const originals = answers.filter((a) => !REFUSED.has(a.status));
+    const originals = answers.filter((a) => !refused(a));
     const distinct = new Map<string, HttpAnswer>();
     for (const a of originals) distinct.set(`${a.status} ${a.body}`, a);
     // After the round, the key must still replay one of the answers given (normally the only one).

@@ -189,3 +189,31 @@ describe.each(faults)('a server that %s', (fault, caseId, message) => {
     expect(run.stdout).toContain('FAILED');
   }, 30_000);
 });
+
+it('a 503 with Retry-After is a refusal (nothing ran), a bare 503 an original answer', async () => {
+  // The first request of each key gets its 201; the others a 503, with or without Retry-After.
+  let retryAfter = true;
+  const seen = new Set<string>();
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const key = String(req.headers['idempotency-key']);
+      if (!seen.has(key)) {
+        seen.add(key);
+        return res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: key }));
+      }
+      res.writeHead(503, { 'content-type': 'application/problem+json', ...(retryAfter ? { 'retry-after': '1' } : {}) }).end('{"status":503}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const refusedRound = await raceCase({ url }, { concurrency: 10 });
+    expect([refusedRound.doubleExecutions, refusedRound.perRound[0]!.refused]).toEqual([0, 9]);
+    retryAfter = false;
+    const bare = await raceCase({ url }, { concurrency: 10 });
+    expect(bare.doubleExecutions).toBe(1);
+  } finally {
+    server.close();
+  }
+});
