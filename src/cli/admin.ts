@@ -6,7 +6,7 @@ import { CorruptRecordError, IdemkitError, InvalidOptionError, InvalidRecordRefE
 import type { RecordDetails, RecordState, RecordStats, RecordSummary } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from './flags.js';
 import type { OpenedStore, StoreNames } from './store-url.js';
-import { URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
 
 export const STORE_COMMANDS = ['migrate', 'inspect', 'list', 'purge', 'reap', 'stats'] as const;
 export type StoreCommand = (typeof STORE_COMMANDS)[number];
@@ -91,10 +91,7 @@ function parse(command: StoreCommand, argv: readonly string[]): Parsed {
       allowPositionals: true,
       strict: true,
       options: {
-        store: { type: 'string' },
-        table: { type: 'string' },
-        schema: { type: 'string' },
-        prefix: { type: 'string' },
+        ...STORE_FLAGS,
         scope: { type: 'string' },
         state: { type: 'string' },
         'older-than': { type: 'string' },

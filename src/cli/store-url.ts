@@ -49,6 +49,14 @@ export interface StoreNames {
   readonly prefix?: string | undefined;
 }
 
+/** The flags that name a store, as every store command and `ui` take them (node:util parseArgs). */
+export const STORE_FLAGS = {
+  store: { type: 'string' },
+  table: { type: 'string' },
+  schema: { type: 'string' },
+  prefix: { type: 'string' },
+} as const;
+
 export const URL_FORMS = 'sqlite:FILE, postgres://…, mysql://… (or mariadb://…), redis://… (rediss://…, redis+cluster://host:port,host:port)';
 
 /** Parses a store URL; throws `CliUsageError` naming the forms it takes. */
@@ -196,16 +204,21 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
   };
 }
 
-async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
-  refuseNames(url, names, ['table', 'schema']);
-  const { default: pg } = await importDriver<PgModule>('postgres');
-  const { postgresStore } = await import('../stores/postgres.js');
+/**
+ * Makes a SQL store over `pool` and proves the server answers: a bad table or schema name is the
+ * user's flag (`CliUsageError` naming it), a server that does not answer is `Unreachable`; the pool
+ * is ended on either.
+ */
+async function reachable<S>(
+  url: StoreUrl,
+  pool: { query(sql: string): Promise<unknown>; end(): Promise<void> },
+  make: () => S,
+  reason: (error: unknown) => string,
+): Promise<S> {
   const { InvalidOptionError } = await import('../core/errors.js');
-  const pool = new pg.Pool({ connectionString: url.target, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
-  pool.on('error', () => {});
-  let store;
+  let store: S;
   try {
-    store = postgresStore({ pool, table: names.table, schema: names.schema });
+    store = make();
   } catch (error) {
     await pool.end();
     if (error instanceof InvalidOptionError) throw new CliUsageError(`--${error.option}: ${error.message.replace(/^Invalid option `\w+`: /, '')}`);
@@ -215,8 +228,18 @@ async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedSto
     await pool.query('SELECT 1');
   } catch (error) {
     await pool.end().catch(() => {});
-    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String(error)}`);
+    throw new Unreachable(`cannot reach the store at ${url.shown}: ${reason(error)}`);
   }
+  return store;
+}
+
+async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
+  refuseNames(url, names, ['table', 'schema']);
+  const { default: pg } = await importDriver<PgModule>('postgres');
+  const { postgresStore } = await import('../stores/postgres.js');
+  const pool = new pg.Pool({ connectionString: url.target, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  pool.on('error', () => {});
+  const store = await reachable(url, pool, () => postgresStore({ pool, table: names.table, schema: names.schema }), (error) => (error as Error).message || String(error));
   const schema = names.schema ?? 'public';
   const table = names.table ?? 'idempotency_records';
   const missing = async () => {
@@ -247,22 +270,8 @@ async function openMysql(url: StoreUrl, names: StoreNames): Promise<OpenedStore>
   refuseNames(url, names, ['table']);
   const mysql = await importDriver<Mysql2PromiseModule>('mysql', (name) => import(`${name}/promise`));
   const { mysqlStore } = await import('../stores/mysql.js');
-  const { InvalidOptionError } = await import('../core/errors.js');
   const pool = mysql.createPool({ uri: url.target, connectionLimit: 2, connectTimeout: CONNECT_TIMEOUT_MS });
-  let store;
-  try {
-    store = mysqlStore({ pool, table: names.table });
-  } catch (error) {
-    await pool.end();
-    if (error instanceof InvalidOptionError) throw new CliUsageError(`--${error.option}: ${error.message.replace(/^Invalid option `\w+`: /, '')}`);
-    throw error;
-  }
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end().catch(() => {});
-    throw new Unreachable(`cannot reach the store at ${url.shown}: ${(error as Error).message || String((error as { code?: unknown }).code ?? error)}`);
-  }
+  const store = await reachable(url, pool, () => mysqlStore({ pool, table: names.table }), (error) => (error as Error).message || String((error as { code?: unknown }).code ?? error));
   const table = names.table ?? 'idempotency_records';
   return {
     url,

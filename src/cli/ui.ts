@@ -13,7 +13,7 @@ import type { RecordDetails, RecordFilter, RecordState, RecordSummary, StoreAdmi
 import { inspectJson, statsJson, summaryJson } from './admin.js';
 import { formatDuration, parseDuration, parseWholeNumber } from './flags.js';
 import type { OpenedStore } from './store-url.js';
-import { URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
 
 export const UI_USAGE = `Usage: idemkit ui --store URL [--host 127.0.0.1] [--port 0|N] [--token T]
 
@@ -140,10 +140,7 @@ export async function runUi(argv: readonly string[], io: UiIo, env: NodeJS.Proce
         allowPositionals: false,
         strict: true,
         options: {
-          store: { type: 'string' },
-          table: { type: 'string' },
-          schema: { type: 'string' },
-          prefix: { type: 'string' },
+          ...STORE_FLAGS,
           host: { type: 'string' },
           port: { type: 'string' },
           token: { type: 'string' },
