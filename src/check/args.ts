@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CheckConfig } from './config.js';
 import { loadConfigFile, parseHeaderLines } from './config.js';
-import { parseDuration, parseWholeNumber } from '../cli/flags.js';
+import { parseDuration, parseWholeNumber } from './flags.js';
 import { CheckConfigError } from './errors.js';
 
 export interface CheckCommand {

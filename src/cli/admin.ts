@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { CliUsageError } from '../check/errors.js';
 import { CorruptRecordError, IdemkitError, InvalidOptionError, InvalidRecordRefError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type { RecordDetails, RecordState, RecordStats, RecordSummary } from '../core/store.js';
-import { formatDuration, parseDuration, parseWholeNumber } from './flags.js';
+import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore, StoreNames } from './store-url.js';
 import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
 

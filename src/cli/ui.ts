@@ -11,7 +11,7 @@ import { CliUsageError } from '../check/errors.js';
 import { CorruptRecordError, IdemkitError, InvalidRecordRefError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type { RecordDetails, RecordFilter, RecordState, RecordSummary, StoreAdmin } from '../core/store.js';
 import { inspectJson, statsJson, summaryJson } from './admin.js';
-import { formatDuration, parseDuration, parseWholeNumber } from './flags.js';
+import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore } from './store-url.js';
 import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
 

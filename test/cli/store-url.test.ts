@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { CliUsageError } from '../../src/check/errors.js';
 import { HEX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, bodyPreview } from '../../src/cli/admin.js';
-import { parseDuration } from '../../src/cli/flags.js';
+import { parseDuration } from '../../src/check/flags.js';
 import { importDriver, parseStoreUrl, redact } from '../../src/cli/store-url.js';
 
 describe('store URLs', () => {
