@@ -573,7 +573,7 @@ const SCRIPT = `// idemkit ui: live counts
   }
   function refresh() {
     fetch('/api/stats', { credentials: 'same-origin', cache: 'no-store' })
-      .then(function (res) { if (!res.ok) throw new Error('HTTP ' + res.status); return res.json(); })
+      .then(function (res) { return res.ok ? res.json() : Promise.reject({ message: 'HTTP ' + res.status }); })
       .then(function (s) {
         names.forEach(function (n) { set(n, String(s[n])); });
         set('updated', 'as of ' + s.now.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z'));
