@@ -119,30 +119,29 @@ function toSummary(row: Row, now: number): RecordSummary {
 }
 
 function toDetails(row: Row, now: number): RecordDetails {
+  const s = toSummary(row, now);
   const response: StoredResponse | undefined =
-    row.state === 'completed'
+    s.state === 'completed'
       ? {
-          status: row.status ?? 0,
+          status: s.status ?? 0,
           headers: JSON.parse(row.headers ?? '[]') as Array<[string, string]>,
           body: row.body_omitted ? null : new Uint8Array(row.body ?? new Uint8Array(0)),
           bodyOmitted: row.body_omitted === 1,
         }
       : undefined;
-  const leaseUntil = Number(row.lease_until);
-  const expiresAt = Number(row.expires_at);
   return {
-    scope: row.scope,
-    key: row.key,
-    state: row.state,
-    fingerprint: row.fingerprint,
-    leaseUntil,
-    expiresAt,
-    recoveryPoint: row.recovery_point ?? undefined,
+    scope: s.scope,
+    key: s.key,
+    state: s.state,
+    fingerprint: s.fingerprint,
+    leaseUntil: s.leaseUntil,
+    expiresAt: s.expiresAt,
+    recoveryPoint: s.recoveryPoint,
     recoveryData: row.recovery_data === null ? undefined : JSON.parse(row.recovery_data),
     response,
     tokenPrefix: tokenPrefix(row.token),
-    attempt: Number(row.attempt),
+    attempt: s.attempt,
     now,
-    expired: isExpiredAt({ state: row.state, leaseUntil, expiresAt }, now),
+    expired: s.expired,
   };
 }
