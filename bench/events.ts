@@ -1,9 +1,12 @@
 /**
- * What the `events` option costs on the request path: the engine's decide → finish for new keys
- * (and replays) on the memory store, in process (no HTTP, no sockets, so the engine's own work is
- * all there is to see), with no listener, with `events: {}`, with every listener a no-op, and with
- * every listener and `redactKeys`. The variants run interleaved, round after round, and each is
- * reported as a ratio to the no-listener baseline of the same rounds.
+ * What the `events` option and `idemkit/otel` cost on the request path: the engine's decide →
+ * finish for new keys (and replays) on the memory store, in process (no HTTP, no sockets, so the
+ * engine's own work is all there is to see), with no listener, with `events: {}`, with every
+ * listener a no-op, with every listener and `redactKeys`, and with the OpenTelemetry wrapper
+ * (`instrumentStore` + `telemetryEvents`) twice: with the API present but no SDK registered (its
+ * no-op tracer and meter), and with an SDK recording spans and metrics in memory. The variants run
+ * interleaved, round after round, and each is reported as a ratio to the no-listener baseline of
+ * the same rounds.
  *
  *   node --conditions=idemkit-source --import tsx bench/events.ts
  *   EVENTS_CALLS=20000 EVENTS_ROUNDS=7
@@ -12,7 +15,11 @@
  */
 import { IdempotencyEngine } from 'idemkit';
 import type { IdempotencyEvents, RequestReader } from 'idemkit';
+import { instrumentStore, telemetryEvents } from 'idemkit/otel';
+import type { IdempotencyStore } from 'idemkit';
 import { memoryStore } from 'idemkit/stores/memory';
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 const CALLS = Number(process.env.EVENTS_CALLS ?? 20_000);
 const ROUNDS = Number(process.env.EVENTS_ROUNDS ?? 7);
@@ -45,18 +52,31 @@ const everyListener: IdempotencyEvents = {
   storeError: noop,
 };
 
-const VARIANTS = {
-  'no listener': {},
-  'events: {}': { events: {} },
-  'every listener (no-op)': { events: everyListener },
-  'every listener + redactKeys': { events: everyListener, redactKeys: true },
-} as const;
-type Variant = keyof typeof VARIANTS;
+// An SDK of its own (not registered globally, so the no-SDK variant keeps the API's no-op
+// providers): spans go to memory, emptied after each round; metrics are read only at shutdown.
+const spans = new InMemorySpanExporter();
+const sdk = {
+  tracer: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }).getTracer('bench'),
+  meter: new MeterProvider({
+    readers: [new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 })],
+  }).getMeter('bench'),
+};
+
+/** Each variant: the store the engine uses, and the options it adds. */
+const VARIANTS: Record<string, (store: IdempotencyStore) => { store: IdempotencyStore; events?: IdempotencyEvents; redactKeys?: boolean }> = {
+  'no listener': (store) => ({ store }),
+  'events: {}': (store) => ({ store, events: {} }),
+  'every listener (no-op)': (store) => ({ store, events: everyListener }),
+  'every listener + redactKeys': (store) => ({ store, events: everyListener, redactKeys: true }),
+  'otel, API without an SDK': (store) => ({ store: instrumentStore(store), events: telemetryEvents() }),
+  'otel, in-memory SDK': (store) => ({ store: instrumentStore(store, sdk), events: telemetryEvents({ meter: sdk.meter }) }),
+};
+type Variant = string;
 
 /** Calls per second for `CALLS` new keys, then as many replays of them. */
 async function round(variant: Variant, tag: string): Promise<{ fresh: number; replay: number }> {
   const store = memoryStore({ maxRecords: CALLS * 2 });
-  const engine = new IdempotencyEngine<Call>({ store, scope: () => 't', ...VARIANTS[variant] });
+  const engine = new IdempotencyEngine<Call>({ scope: () => 't', ...VARIANTS[variant]!(store) });
   const keys = Array.from({ length: CALLS }, (_, i) => ({ key: `${tag}-${i}` }));
   let started = performance.now();
   for (const call of keys) {
@@ -72,6 +92,7 @@ async function round(variant: Variant, tag: string): Promise<{ fresh: number; re
   }
   const replay = CALLS / ((performance.now() - started) / 1000);
   store.close();
+  spans.reset();
   return { fresh, replay };
 }
 

@@ -78,16 +78,18 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
     const delay = conflict ? Math.min(pause, o.maxConflictWait) : pause;
     if (performance.now() + delay - started > o.maxRetryTime) return settle(outcome, info, o);
     if (o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
-    const context: RetryContext = {
+    // Filled in after the literal: a spread of the optional fields costs microseconds on Node 20.
+    const context: { -readonly [K in keyof RetryContext]: RetryContext[K] } = {
       key: request.key,
       method: request.method,
       url: request.url,
       attempt,
       retriesLeft: o.retries - attempt,
       delay,
-      ...(response ? { status: response.status } : { error: outcome.error }),
-      ...(retryAfter !== undefined ? { retryAfter } : {}),
     };
+    if (response) context.status = response.status;
+    else context.error = outcome.error;
+    if (retryAfter !== undefined) context.retryAfter = retryAfter;
     // Awaited, but an abort does not wait for a slow hook.
     if (o.onRetry) await raceAbort(Promise.resolve(o.onRetry(context)), request.signal);
     await sleep(delay, request.signal);
@@ -129,19 +131,21 @@ async function exchange(fetchImpl: typeof fetch, request: PreparedRequest, info:
   const follow = request.redirect === 'follow';
   let url = request.url;
   for (let hops = 0; ; hops++) {
-    const response = await fetchImpl(url, {
-      ...request.init,
-      // A copy per send: whatever a fetch does with its body's buffer (undici transfers its own
-      // copies), the prepared bytes stay intact for the next redirect or retry.
-      body: request.body && request.body.slice(),
-      redirect: follow ? 'manual' : request.redirect,
-      signal,
-    });
+    const response = await fetchImpl(
+      url,
+      Object.assign({}, request.init, {
+        // A copy per send: whatever a fetch does with its body's buffer (undici transfers its own
+        // copies), the prepared bytes stay intact for the next redirect or retry.
+        body: request.body && request.body.slice(),
+        redirect: follow ? 'manual' : request.redirect,
+        signal,
+      }),
+    );
     const location = follow ? redirectTarget(request.method, url, response) : undefined;
     if (location === undefined) {
       const read = await readLimited(response, request.method, o.maxResponseBytes);
       if ('body' in read) return { response, body: read.body, url, redirected: hops > 0 };
-      const detail = { ...read, limit: o.maxResponseBytes, status: response.status, url };
+      const detail = { received: read.received, declared: read.declared, limit: o.maxResponseBytes, status: response.status, url };
       return { final: true, error: new ResponseTooLargeError(info, detail) };
     }
     // The redirect's own body is not wanted; cancelling it releases the connection.
@@ -217,9 +221,9 @@ async function readLimited(response: Response, method: string, limit: number): P
 function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions): IdempotentResponse {
   if (!outcome.response) throw new RequestFailedError(info, outcome.error);
   const replayed = isReplayed(outcome.response);
-  const response = finalResponse(outcome, { ...info, replayed });
+  const response = finalResponse(outcome, Object.assign({}, info, { replayed }));
   if (o.throwOnError && response.status >= 400) {
-    throw new HttpStatusError({ ...info, replayed }, response, parseProblem(response, outcome.body));
+    throw new HttpStatusError(Object.assign({}, info, { replayed }), response, parseProblem(response, outcome.body));
   }
   return response;
 }
@@ -228,5 +232,5 @@ function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions): Ide
 function budgetExhausted(outcome: Outcome, info: CallInfo): RetryBudgetExhaustedError {
   if (!outcome.response) return new RetryBudgetExhaustedError(info, { error: outcome.error });
   // A retryable response is never a replay: replays are not retried.
-  return new RetryBudgetExhaustedError(info, { response: finalResponse(outcome, { ...info, replayed: false }) });
+  return new RetryBudgetExhaustedError(info, { response: finalResponse(outcome, Object.assign({}, info, { replayed: false })) });
 }

@@ -67,13 +67,13 @@ export async function prepareRequest(
         keepalive: request.keepalive, referrer: request.referrer, referrerPolicy: request.referrerPolicy }
     : {};
   const { idempotencyKey: _key, body: _body, signal: _signal, headers: _headers, method: _method, ...rest } = init ?? {};
-  const { redirect = 'follow', ...fields } = { ...inherited, ...(rest as RequestInit) };
+  const { redirect = 'follow', ...fields } = Object.assign({}, inherited, rest as RequestInit);
   if (!REDIRECT_MODES.has(redirect)) throw new InvalidOptionError('redirect', `expected 'follow', 'manual' or 'error', got ${String(redirect)}`);
   return {
     url,
     method,
     key,
-    init: { ...fields, method, headers },
+    init: Object.assign(fields, { method, headers }),
     body,
     redirect,
     signal,

@@ -296,8 +296,13 @@ export class Execution {
     if (events === undefined) return this.complete(response, threw);
     const answeredAt = performance.now();
     const outcome = await this.complete(response, threw, events);
+    const { scope, key, method, path } = this.who(events);
+    // The fields by name: `{ ...who, more }` costs microseconds on Node 20 (docs/performance.md).
     events.emit('complete', {
-      ...this.who(events),
+      scope,
+      key,
+      method,
+      path,
       outcome: this.outcome,
       status: response.status,
       bodyBytes: response.body?.byteLength ?? 0,
@@ -368,7 +373,10 @@ export class Execution {
 
   private tellLeaseLost(during: LeaseLostEvent['during']): void {
     const { events } = this.options;
-    if (events?.wants('leaseLost')) events.emit('leaseLost', { ...this.who(events), during });
+    if (events?.wants('leaseLost')) {
+      const { scope, key, method, path } = this.who(events);
+      events.emit('leaseLost', { scope, key, method, path, during });
+    }
   }
 
   /** The request as events name it. */
@@ -386,7 +394,8 @@ export class Execution {
     const { events } = this.options;
     if (events?.wants('complete')) {
       const handlerMs = since(this.claimedAt);
-      events.emit('complete', { ...this.who(events), outcome: this.suspended ? 'suspended' : 'released', status: 0, bodyBytes: 0, handlerMs, storeMs: 0 });
+      const { scope, key, method, path } = this.who(events);
+      events.emit('complete', { scope, key, method, path, outcome: this.suspended ? 'suspended' : 'released', status: 0, bodyBytes: 0, handlerMs, storeMs: 0 });
     }
   }
 

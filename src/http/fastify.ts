@@ -115,7 +115,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     for (const name of ROUTE_OPTIONS) if (name !== 'required' && read.value(name) !== undefined) overrides[name] = config[name];
     read.done();
     if (Object.keys(overrides).length === 0) return { engine, required };
-    return { engine: engine.withOverrides({ ...overrides, required }, naming), required };
+    return { engine: engine.withOverrides(Object.assign(overrides, { required }), naming), required };
   }
 
   fastify.addHook('onRoute', (route) => {

@@ -75,7 +75,7 @@ function handedOn<Req>(request: Req, body: RequestBody<Req> | undefined): Req {
 export function problemResponse(error: IdempotencyHttpError, typeBase: string): Response {
   return new Response(JSON.stringify(error.problem(typeBase)), {
     status: error.status,
-    headers: { ...error.headers, 'content-type': PROBLEM_CONTENT_TYPE },
+    headers: Object.assign({}, error.headers, { 'content-type': PROBLEM_CONTENT_TYPE }),
   });
 }
 

@@ -134,11 +134,11 @@ export async function runDelivery<Msg>(
   messageId: string,
   run: (tx: SqlExecutor | undefined) => Promise<unknown>,
 ): Promise<Outcome> {
-  const common = { consumer: options.consumer, messageId, retentionMs: options.retentionMs, clock: options.clock };
+  const { consumer, retentionMs, clock } = options;
   try {
     return options.store !== undefined
-      ? await consumeOnce({ ...common, store: options.store, leaseMs: options.leaseMs }, () => run(undefined))
-      : await consumeOnce({ ...common, db: options.db!, table: options.table }, (tx) => run(tx));
+      ? await consumeOnce({ consumer, messageId, retentionMs, clock, store: options.store, leaseMs: options.leaseMs }, () => run(undefined))
+      : await consumeOnce({ consumer, messageId, retentionMs, clock, db: options.db!, table: options.table }, (tx) => run(tx));
   } catch (error) {
     return { status: 'failed', error };
   }

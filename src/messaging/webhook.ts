@@ -134,12 +134,12 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
       // The options were checked above to carry exactly one of db and store, so `tx` matches onEvent.
       const onEvent = options.onEvent as (event: WebhookEvent, tx: SqlExecutor | undefined) => unknown;
       const run = (tx: SqlExecutor | undefined) => Promise.resolve(onEvent(event, tx));
-      const common = { consumer, messageId: verified.id, retentionMs, clock };
+      const messageId = verified.id;
       let result: StoreConsumeResult<unknown>;
       try {
         result = db
-          ? await consumeOnce({ ...common, db, table }, run)
-          : await consumeOnce({ ...common, store: options.store!, leaseMs: options.leaseMs }, () => run(undefined));
+          ? await consumeOnce({ consumer, messageId, retentionMs, clock, db, table }, run)
+          : await consumeOnce({ consumer, messageId, retentionMs, clock, store: options.store!, leaseMs: options.leaseMs }, () => run(undefined));
       } catch (error) {
         report(error);
         if (error instanceof MissingMessageIdError || error instanceof InvalidMessageIdError) {
@@ -176,8 +176,8 @@ function toEvent(id: string, timestamp: number, body: Uint8Array): WebhookEvent 
 function problemAnswer(typeBase: string) {
   return (status: number, slug: string, title: string, detail: string, extensions: Record<string, unknown> = {}, headers: Record<string, string> = {}): WebhookReply => ({
     status,
-    headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...headers },
-    body: JSON.stringify({ ...extensions, type: typeBase + slug, title, status, detail }),
+    headers: Object.assign({ 'content-type': PROBLEM_CONTENT_TYPE }, headers),
+    body: JSON.stringify(Object.assign({}, extensions, { type: typeBase + slug, title, status, detail })),
   });
 }
 

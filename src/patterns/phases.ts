@@ -197,17 +197,17 @@ export class Phases<Input, Tx, Data = Empty, Result = undefined> {
 
   private async runPhase(host: PhaseHost<unknown>, spec: PhaseSpec, state: PhaseState<Input>, resumed: boolean): Promise<PhaseState<Input>> {
     const base = { input: state.input, data: state.data, scope: host.scope, key: host.key, resumed };
-    const record = (output: unknown): PhaseState<Input> => ({ ...state, data: { ...state.data, [spec.name]: toJson(this.name, spec.name, output) } });
+    const record = (output: unknown): PhaseState<Input> => Object.assign({}, state, { data: Object.assign({}, state.data, { [spec.name]: toJson(this.name, spec.name, output) }) });
     if (spec.kind === 'foreign') {
       const run = spec.run as (args: ForeignPhaseArgs<Input, unknown>) => unknown;
-      const next = record(await run({ ...base, foreignKey: foreignKeyFor(host.scope, host.key, spec.name) }));
+      const next = record(await run(Object.assign(base, { foreignKey: foreignKeyFor(host.scope, host.key, spec.name) })));
       await host.checkpoint(spec.name, next);
       return next;
     }
     const run = spec.run as (args: LocalPhaseArgs<Input, unknown, Tx>) => unknown;
     const transaction = await host.beginTransaction();
     try {
-      const next = record(await run({ ...base, tx: transaction.tx as Tx }));
+      const next = record(await run(Object.assign(base, { tx: transaction.tx as Tx })));
       // Fenced: a request that lost its lease fails here, and its writes roll back with it.
       await transaction.checkpoint(spec.name, next);
       await transaction.commit();

@@ -121,7 +121,7 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
         return { kind: 'in_flight', retryAfterMs: row.leaseUntil - row.now };
       } else if (await write('claim', sql.takeover, [token, o.leaseMs, ...id, row.revision, fpBytes])) {
         // The revision matched, so the record is exactly the one read: its recovery point is current.
-        return acquired(ref, table, token, { ...row, attempt: row.attempt + 1 });
+        return acquired(ref, table, token, Object.assign({}, row, { attempt: row.attempt + 1 }));
       }
     }
     throw new StoreUnavailableError(`mysql store: claim kept racing with other writers for ${CLAIM_ROUNDS} rounds`);
