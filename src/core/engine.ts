@@ -284,7 +284,7 @@ export class IdempotencyEngine<Req = unknown> {
           'claim',
           // The client already got its 503: a claim that lands later must not block its retry for a lease.
           (late) => {
-            if (late.kind === 'acquired') options.store.release(ref, late.token).catch(options.onError);
+            if (late.kind === 'acquired') this.giveBack(ref, late).catch(options.onError);
           },
         );
       } catch (error) {
@@ -371,7 +371,7 @@ export class IdempotencyEngine<Req = unknown> {
       begin.catch(() => {});
       transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     } catch (error) {
-      await store.release(ref, claim.token).catch(this.options.onError);
+      await this.giveBack(ref, claim).catch(this.options.onError);
       const { events } = this.options;
       if (events?.wants('storeError')) {
         events.emit('storeError', { operation: 'beginTransaction', error, request: events.request(ref.scope, ref.key, facts.method, facts.path) });
@@ -379,6 +379,19 @@ export class IdempotencyEngine<Req = unknown> {
       return this.storeDown(error, body);
     }
     return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines, facts), body };
+  }
+
+  /**
+   * Undoes a claim whose request will not run: a new record is released, so the retry runs at
+   * once. A take-over gives its lease back instead (`renew(…, 0)`): the record stays in flight with
+   * the earlier owner's recovery point, and the retry takes it over and resumes there. Releasing
+   * it would delete the record and its recovery point, and the retry would run from the start,
+   * repeating phases that had committed (found by the model, docs/model.md).
+   */
+  private async giveBack(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<void> {
+    const { store } = this.options;
+    if (claim.takeover) await store.renew(ref, claim.token, 0);
+    else await store.release(ref, claim.token);
   }
 
   private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {

@@ -66,3 +66,56 @@ describe('a claim that answers after storeTimeoutMs', () => {
     expect(executions).toBe(1);
   });
 });
+
+describe('a take-over claim that answers after storeTimeoutMs', () => {
+  // Found by the model (spec/record.pml, -DBROKEN_LATE): releasing a late take-over deleted the
+  // record with the earlier owner's recovery point, and the retry ran committed phases again.
+  it('gives the lease back and keeps the recovery point, so the retry resumes there', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    let slow = false;
+    const lagging = Object.assign(Object.create(store) as IdempotencyStore, {
+      claim: async (...args: Parameters<IdempotencyStore['claim']>) => {
+        if (slow) await new Promise((r) => setTimeout(r, 150));
+        return store.claim(...args);
+      },
+    });
+    let phaseOneRuns = 0;
+    const resumedFrom: Array<string | undefined> = [];
+    const handle = withIdempotency(
+      async (_request, ctx) => {
+        resumedFrom.push(ctx!.resumeFrom);
+        if (ctx!.resumeFrom === undefined) {
+          phaseOneRuns++;
+          await ctx!.checkpoint('phase-1');
+          // The owner stops after phase 1 (as a crash would): the record stays in flight, lease given back.
+          ctx!.suspend();
+          return new Response('interrupted', { status: 500 });
+        }
+        return new Response('done', { status: 201 });
+      },
+      { store: lagging, storeTimeoutMs: 50 },
+    );
+    const ref = { scope: '', key: 'late-takeover' };
+    const request = () => new Request('http://local/x', { method: 'POST', headers: { 'idempotency-key': ref.key }, body: '{}' });
+    expect((await handle(request())).status).toBe(500);
+    expect((await store.get(ref))?.recoveryPoint).toBe('phase-1');
+
+    slow = true;
+    expect((await handle(request())).status).toBe(503);
+    // Wait until the late take-over has landed (attempt 2) and been undone: facts read from the store.
+    const settled = async () => {
+      const record = await store.admin.inspect(ref);
+      return record !== undefined && record.attempt === 2 && record.leaseUntil <= record.now;
+    };
+    for (let i = 0; i < 200 && !(await settled()); i++) await new Promise((r) => setTimeout(r, 10));
+    const record = await store.get(ref);
+    expect(record?.state).toBe('in_flight');
+    expect(record?.recoveryPoint).toBe('phase-1');
+
+    slow = false;
+    const retry = await handle(request());
+    expect(retry.status).toBe(201);
+    expect(resumedFrom).toEqual([undefined, 'phase-1']);
+    expect(phaseOneRuns).toBe(1);
+  });
+});
