@@ -178,9 +178,13 @@ active [NC] proctype request() {
 
 retry:
   /* store.claim(): ONE atomic step (the PL/pgSQL function, the Lua script, memory's critical
-   * section). While the record is in flight under a live lease every claim answers 409 and
-   * changes nothing; the client retries until the answer is another: modelled as waiting. */
-  atomic {
+   * section). */
+  do
+  :: atomic {
+       /* in flight under a live lease: 409 request-in-progress; nothing changes, the client retries */
+       st == INFLIGHT && !EXPIRED && lease > 0 -> skip
+     }
+  :: atomic {
     !(st == INFLIGHT && !EXPIRED && lease > 0) ->
     lapsed[me] = false;
     if
@@ -218,9 +222,10 @@ retry:
 #endif
        FORGET;
        goto retry
-    :: held[me] = t
+    :: held[me] = t; break
     fi
-  };
+  }
+  od;
 
 #if TX
   /* ---- transactional mode: the handler's writes and checkpoints wait in its transaction ---- */
