@@ -86,7 +86,7 @@ byte ndone;
 /* A server that is running and not frozen renews every third of the lease: the store's clock never
  * passes the lease of an owner that is still renewing. This is the timing assumption leases need. */
 #define HOLDING(i)   (held[i] != 0 && held[i] == tok && st == INFLIGHT && !paused[i] && lease <= 1)
-#define SOMEHOLDING  (HOLDING(0) || HOLDING(1) || HOLDING(2))
+#define SOMEHOLDING  (HOLDING(0) || HOLDING(1) || HOLDING(2)) /* names NC = 3 requests */
 /* A completed record inside its window never changes: asserted before every write to the record. */
 #define WRITABLE     assert(!(st == COMPLETED && win > 0))
 /* Every fenced write that succeeds is the current owner's. */

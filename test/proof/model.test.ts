@@ -46,7 +46,7 @@ interface Case {
 const CASES: readonly Case[] = [
   { name: 'transactional mode: safety', model: ['-DTX=1'] },
   { name: 'non-transactional store: safety', model: ['-DTX=0'], reduced: ['-DMAXWIN=1'] },
-  { name: 'transactional mode: every retrying client gets an answer (weak fairness)', model: ['-DTX=1'], reduced: ['-DMAXCRASH=1'], liveness: true },
+  { name: 'transactional mode: every retrying client gets an answer (weak fairness)', model: ['-DTX=1'], reduced: ['-DMAXWIN=1'], liveness: true },
   {
     name: 'non-transactional store: every retrying client gets an answer (weak fairness)',
     model: ['-DTX=0'],
