@@ -1,0 +1,292 @@
+/**
+ * The commands of the model-based test: each runs one store operation on the real store and on
+ * the model (model.ts), and checks that the store answered what the contract says it must.
+ */
+import fc from 'fast-check';
+import { expect } from 'vitest';
+import { LeaseLostError } from '../../../src/core/errors.js';
+import type { IdempotencyRecord, IdempotencyStore, StoredResponse } from '../../../src/core/store.js';
+import type { ModelHarness } from './harness.js';
+import type { BodyKind, StoreModel } from './model.js';
+import { BODY_KINDS, DATA, FINGERPRINTS, HEADER_SETS, POINTS, REFS, STATUSES, body } from './model.js';
+
+export interface Real {
+  readonly store: IdempotencyStore;
+  readonly harness: ModelHarness;
+}
+
+type Command = fc.AsyncCommand<StoreModel, Real>;
+
+/** Which token a fenced operation sends: one of this ref's (0 = the latest), anyone's, or one never handed out. */
+export interface TokenPick {
+  readonly from: 'own' | 'any' | 'forged';
+  readonly index: number;
+}
+
+const FORGED = '0123456789abcdef'.repeat(2);
+const describeRef = (i: number) => `#${i}${JSON.stringify(REFS[i])}`;
+const describePick = (p: TokenPick) => (p.from === 'forged' ? 'forged token' : `${p.from} token [${p.index}]`);
+
+function tokenOf(m: StoreModel, i: number, pick: TokenPick): string {
+  const pool = pick.from === 'own' ? m.tokens.filter((t) => t.ref === i) : m.tokens;
+  if (pick.from === 'forged' || pool.length === 0) return FORGED;
+  return pool[pool.length - 1 - (pick.index % pool.length)]!.token;
+}
+
+/**
+ * Real time ran ahead of the model (a loaded machine): what the store decided may differ from
+ * the model's answer for a reason that is not a bug, so the run is discarded, not failed.
+ */
+function inStep(real: Real): void {
+  fc.pre(real.harness.inStep());
+}
+
+/** A time the store reports against the model's virtual time: exact on a set clock, else up to half a unit late. */
+function expectTime(real: Real, actual: number, virtualMs: number, what: string): void {
+  const expected = real.harness.storeTime(virtualMs);
+  if (real.harness.exactClock) {
+    expect(actual, what).toBe(expected);
+    return;
+  }
+  // A few ms early: the store's rounding (PostgreSQL floors µs to ms, Redis derives times from PTTL).
+  expect(actual, what).toBeGreaterThanOrEqual(expected - 2);
+  expect(actual, what).toBeLessThan(expected + real.harness.unitMs / 2);
+}
+
+function expectResponse(actual: StoredResponse, expected: StoredResponse): void {
+  expect(actual.status).toBe(expected.status);
+  expect(actual.headers).toEqual(expected.headers);
+  expect(actual.bodyOmitted).toBe(expected.bodyOmitted);
+  if (expected.body === null) {
+    expect(actual.body).toBeNull();
+  } else {
+    expect(actual.body).not.toBeNull();
+    expect(Buffer.from(actual.body!).toString('hex')).toBe(Buffer.from(expected.body).toString('hex'));
+  }
+}
+
+async function expectFenced(operation: Promise<unknown>, allowed: boolean, real: Real): Promise<void> {
+  const error = await operation.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  inStep(real);
+  if (allowed) expect(error).toBeUndefined();
+  else expect(error).toBeInstanceOf(LeaseLostError);
+}
+
+class ClaimCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly fingerprint: string,
+    readonly leaseUnits: number,
+    readonly windowUnits: number,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const unit = real.harness.unitMs;
+    const [leaseMs, windowMs] = [this.leaseUnits * unit, this.windowUnits * unit];
+    const expected = m.claim(this.ref, this.fingerprint);
+    const got = await real.store.claim(REFS[this.ref]!, this.fingerprint, { leaseMs, windowMs });
+    inStep(real);
+    expect(got.kind, 'claim outcome').toBe(expected.kind);
+    if (got.kind === 'acquired' && expected.kind === 'acquired') {
+      expect(got.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(m.tokens.map((t) => t.token)).not.toContain(got.token);
+      expect(got.takeover, 'takeover').toBe(expected.takeover);
+      expect(got.resumeFrom, 'resumeFrom').toEqual(expected.resumeFrom);
+      expect(got.recoveryData, 'recoveryData').toEqual(expected.recoveryData);
+      m.acquire(this.ref, this.fingerprint, got.token, leaseMs, windowMs);
+    } else if (got.kind === 'completed' && expected.kind === 'completed') {
+      expectResponse(got.response, expected.response);
+    } else if (got.kind === 'in_flight' && expected.kind === 'in_flight') {
+      if (real.harness.exactClock) expect(got.retryAfterMs, 'retryAfterMs').toBe(expected.retryAfterMs);
+      else {
+        expect(got.retryAfterMs).toBeGreaterThan(0);
+        expect(got.retryAfterMs).toBeLessThanOrEqual(expected.retryAfterMs + 2);
+        expect(got.retryAfterMs).toBeGreaterThan(expected.retryAfterMs - unit / 2);
+      }
+    }
+  }
+  toString(): string {
+    return `claim(${describeRef(this.ref)}, ${this.fingerprint}, lease ${this.leaseUnits}u, window ${this.windowUnits}u)`;
+  }
+}
+
+class RenewCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly pick: TokenPick,
+    readonly leaseUnits: number,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const leaseMs = this.leaseUnits * real.harness.unitMs;
+    const token = tokenOf(m, this.ref, this.pick);
+    const expected = m.renew(this.ref, token, leaseMs);
+    const got = await real.store.renew(REFS[this.ref]!, token, leaseMs);
+    inStep(real);
+    expect(got, 'renew').toBe(expected);
+  }
+  toString(): string {
+    return `renew(${describeRef(this.ref)}, ${describePick(this.pick)}, lease ${this.leaseUnits}u)`;
+  }
+}
+
+class CheckpointCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly pick: TokenPick,
+    readonly point: string,
+    readonly data: unknown,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const token = tokenOf(m, this.ref, this.pick);
+    const allowed = m.checkpoint(this.ref, token, this.point, this.data);
+    await expectFenced(real.store.checkpoint(REFS[this.ref]!, token, this.point, this.data), allowed, real);
+  }
+  toString(): string {
+    return `checkpoint(${describeRef(this.ref)}, ${describePick(this.pick)}, ${JSON.stringify(this.point)}, ${JSON.stringify(this.data)})`;
+  }
+}
+
+class CompleteCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly pick: TokenPick,
+    readonly status: number,
+    readonly headers: number,
+    readonly body: BodyKind,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const token = tokenOf(m, this.ref, this.pick);
+    const response: StoredResponse = { status: this.status, headers: HEADER_SETS[this.headers]!, body: body(this.body, m.maxResponseBytes), bodyOmitted: false };
+    const allowed = m.complete(this.ref, token, response);
+    await expectFenced(real.store.complete(REFS[this.ref]!, token, response), allowed, real);
+  }
+  toString(): string {
+    return `complete(${describeRef(this.ref)}, ${describePick(this.pick)}, ${this.status}, headers ${JSON.stringify(HEADER_SETS[this.headers])}, body ${this.body})`;
+  }
+}
+
+class ReleaseCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly pick: TokenPick,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const token = tokenOf(m, this.ref, this.pick);
+    const allowed = m.release(this.ref, token);
+    await expectFenced(real.store.release(REFS[this.ref]!, token), allowed, real);
+  }
+  toString(): string {
+    return `release(${describeRef(this.ref)}, ${describePick(this.pick)})`;
+  }
+}
+
+function expectRecord(real: Real, got: IdempotencyRecord | undefined, m: StoreModel, i: number): void {
+  const r = m.records.get(i);
+  if (r === undefined) {
+    expect(got, 'get: no record').toBeUndefined();
+    return;
+  }
+  expect(got, 'get: a record').toBeDefined();
+  expect(got).toMatchObject({ scope: r.ref.scope, key: r.ref.key, state: r.state, fingerprint: r.fingerprint });
+  expect(got!.recoveryPoint, 'recoveryPoint').toEqual(r.recoveryPoint);
+  expect(got!.recoveryData, 'recoveryData').toEqual(r.recoveryData);
+  expectTime(real, got!.leaseUntil, r.leaseUntil, 'leaseUntil');
+  expectTime(real, got!.expiresAt, r.expiresAt, 'expiresAt');
+  if (r.response === undefined) expect(got!.response, 'response of a record in flight').toBeUndefined();
+  else expectResponse(got!.response!, r.response);
+}
+
+class GetCommand implements Command {
+  constructor(readonly ref: number) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const got = await real.store.get(REFS[this.ref]!);
+    inStep(real);
+    expectRecord(real, got, m, this.ref);
+  }
+  toString(): string {
+    return `get(${describeRef(this.ref)})`;
+  }
+}
+
+class ReapCommand implements Command {
+  constructor(readonly limit: number) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const reapable = m.reapable();
+    const n = await real.store.reap(this.limit);
+    inStep(real);
+    // The store's table or prefix holds this run's records only: it reaps all it may, up to the limit.
+    expect(n, `reap(${this.limit}) with ${reapable.length} expired`).toBe(Math.min(this.limit, reapable.length));
+    // Which ones went: exactly n of the expired ones, and nothing else (later gets check the rest).
+    let gone = 0;
+    for (const i of reapable) {
+      if ((await real.store.get(REFS[i]!)) === undefined) {
+        m.records.delete(i);
+        gone++;
+      }
+    }
+    expect(gone, 'expired records reaped').toBe(n);
+  }
+  toString(): string {
+    return `reap(${this.limit})`;
+  }
+}
+
+class JumpCommand implements Command {
+  constructor(
+    readonly units: number,
+    private readonly maxJumps: number,
+  ) {}
+  check = (m: Readonly<StoreModel>) => m.jumps < this.maxJumps;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const ms = this.units * real.harness.unitMs;
+    await real.harness.advance(ms);
+    m.now += ms;
+    m.jumps++;
+  }
+  toString(): string {
+    return `jump(${this.units}u)`;
+  }
+}
+
+const ref = fc.oneof({ arbitrary: fc.constantFrom(0, 1, 4), weight: 3 }, { arbitrary: fc.nat(REFS.length - 1), weight: 2 });
+const pick: fc.Arbitrary<TokenPick> = fc.record({
+  from: fc.constantFrom<TokenPick['from']>('own', 'own', 'own', 'own', 'any', 'forged'),
+  index: fc.oneof(fc.constant(0), fc.nat(8)),
+});
+/** Leases and windows in units; 100 units outlasts any run (and keeps Redis' replay fast path in play). */
+const leaseUnits = fc.constantFrom(1, 1, 2, 3, 100);
+const windowUnits = fc.constantFrom(1, 2, 4, 6, 100);
+
+/** The command arbitraries; a jump is refused past the harness's `maxJumps`. */
+export function storeCommands(maxJumps: number): Array<fc.Arbitrary<Command>> {
+  const claim = fc
+    .tuple(ref, fc.constantFrom(FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[1]), leaseUnits, windowUnits)
+    .map(([r, fp, lease, window]) => new ClaimCommand(r, fp, lease, window));
+  const complete = fc
+    .tuple(ref, pick, fc.constantFrom(...STATUSES), fc.nat(HEADER_SETS.length - 1), fc.constantFrom(...BODY_KINDS))
+    .map(([r, p, status, headers, b]) => new CompleteCommand(r, p, status, headers, b));
+  const jump = fc.constantFrom(1, 2, 3).map((units) => new JumpCommand(units, maxJumps));
+  return [
+    claim,
+    claim,
+    claim,
+    complete,
+    complete,
+    fc.tuple(ref, pick, fc.constantFrom(0, 1, 3, 100)).map(([r, p, lease]) => new RenewCommand(r, p, lease)),
+    fc.tuple(ref, pick, fc.constantFrom(...POINTS), fc.constantFrom(...DATA)).map(([r, p, point, data]) => new CheckpointCommand(r, p, point, data)),
+    fc.tuple(ref, pick).map(([r, p]) => new ReleaseCommand(r, p)),
+    ref.map((r) => new GetCommand(r)),
+    fc.constantFrom(1, 2, 1000).map((limit) => new ReapCommand(limit)),
+    jump,
+    jump,
+  ];
+}

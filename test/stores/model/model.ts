@@ -1,0 +1,197 @@
+/**
+ * The reference model of the store contract (src/core/store.ts): what every store must answer,
+ * computed from a plain map of records and a virtual clock. The commands (commands.ts) run each
+ * operation on the model and on a real store and compare.
+ *
+ * Time is virtual: `now` starts at 0 and moves only by jumps. A harness (harness.ts) maps it onto
+ * the store's own clock, exactly where the store's clock can be set, within a margin where it runs
+ * on real time. Every duration is a whole number of the harness's unit, so a deadline is either
+ * on a jump's instant or at least one unit away from it, never a hair away.
+ */
+import type { RecordRef, StoredResponse } from '../../../src/core/store.js';
+
+export interface ModelRecord {
+  readonly ref: RecordRef;
+  fingerprint: string;
+  state: 'in_flight' | 'completed';
+  /** The current owner's token; '' once completed (no token is current any more). */
+  token: string;
+  /** Virtual ms. */
+  leaseUntil: number;
+  expiresAt: number;
+  recoveryPoint: string | undefined;
+  recoveryData: unknown;
+  /** As the store must keep it: the body dropped and marked omitted past `maxResponseBytes`. */
+  response: StoredResponse | undefined;
+}
+
+/** A token handed out by a claim, kept by the one it was given to, whether or not it is still current. */
+export interface HeldToken {
+  readonly ref: number;
+  readonly token: string;
+}
+
+export type ExpectedClaim =
+  | { readonly kind: 'acquired'; readonly takeover: boolean; readonly resumeFrom: string | undefined; readonly recoveryData: unknown }
+  | { readonly kind: 'completed'; readonly response: StoredResponse }
+  | { readonly kind: 'in_flight'; readonly retryAfterMs: number }
+  | { readonly kind: 'mismatch' };
+
+const text = (s: string) => new TextEncoder().encode(s);
+
+/**
+ * The refs every run draws from: few, so that claims collide. The same key in several scopes
+ * (and in the empty scope), keys that differ only by case or a trailing space (MySQL's PAD SPACE
+ * collations would join those), the longest key (255 characters), quotes and backslashes (what an
+ * sf-string key may carry), and non-ASCII scopes and keys (the contract suite's emoji cases).
+ * No NUL or other control character: parseIdempotencyKey refuses them, and stores take keys
+ * already validated.
+ */
+export const REFS: readonly RecordRef[] = [
+  { scope: '', key: 'k' },
+  { scope: 'tenant-a', key: 'k' },
+  { scope: 'tenant-a', key: 'K' },
+  { scope: 'tenant-a', key: 'k ' },
+  { scope: 'tenant-\u{1F600}', key: 'k' },
+  { scope: 'tenant-\u{1F601}', key: 'k' },
+  { scope: "o'brien \"q\" \\", key: "\"quoted\" 'single' back\\slash" },
+  { scope: 'tenant-a', key: `${'long-key-'.repeat(28)}\\"'` }, // 255 characters
+  { scope: 'tenant-ü', key: 'ключ-\u{1F680}-ü' },
+];
+
+export const FINGERPRINTS = ['fp-1', 'fp-2'] as const;
+
+/** Response bodies; `over` is one byte past the store's limit (so the store must omit it). */
+export type BodyKind = 'empty' | 'json' | 'every-byte' | 'not-utf8' | 'at-limit' | 'over-limit';
+export const BODY_KINDS: readonly BodyKind[] = ['empty', 'json', 'every-byte', 'not-utf8', 'at-limit', 'over-limit'];
+
+export function body(kind: BodyKind, maxResponseBytes: number): Uint8Array {
+  switch (kind) {
+    case 'empty':
+      return new Uint8Array(0);
+    case 'json':
+      return text('{"id":"ch_1","note":"ü\u{1F600}"}');
+    case 'every-byte':
+      return Uint8Array.from({ length: Math.min(256, maxResponseBytes) }, (_, i) => i);
+    case 'not-utf8':
+      // A lone continuation byte, an overlong NUL, a truncated sequence, a surrogate's encoding.
+      return Uint8Array.from([0x80, 0xc0, 0x80, 0xe2, 0x82, 0xed, 0xa0, 0x80, 0xff, 0xfe, 0x00]);
+    case 'at-limit':
+      return Uint8Array.from({ length: maxResponseBytes }, (_, i) => (i * 7) % 256);
+    case 'over-limit':
+      return Uint8Array.from({ length: maxResponseBytes + 1 }, (_, i) => (i * 13) % 256);
+  }
+}
+
+export const HEADER_SETS: ReadonlyArray<ReadonlyArray<readonly [string, string]>> = [
+  [],
+  [['content-type', 'application/json']],
+  [
+    ['etag', '"v1"'],
+    ['link', '<a>; rel=next'],
+    ['link', '<b>; rel=prev'],
+  ],
+];
+
+export const STATUSES = [200, 201, 204, 409, 500] as const;
+
+export const POINTS = ['charged', 'step-2', 'шаг-\u{1F600}'] as const;
+/** Checkpoint data: JSON values (the SQL stores keep JSON text), or none. */
+export const DATA: readonly unknown[] = [undefined, { chargeId: 'ch_1' }, 'text', [1, 'two', null, { three: 3 }], { nested: { s: 'ü\u{1F600}', n: -1.5 } }];
+
+export class StoreModel {
+  /** Virtual ms since the run began. */
+  now = 0;
+  jumps = 0;
+  readonly records = new Map<number, ModelRecord>();
+  readonly tokens: HeldToken[] = [];
+
+  constructor(readonly maxResponseBytes: number) {}
+
+  private live(i: number): ModelRecord | undefined {
+    const r = this.records.get(i);
+    return r && !this.expired(r) ? r : undefined;
+  }
+
+  /** Past its window, and no live lease holds it: claims treat it as absent, `reap` may delete it. */
+  expired(r: ModelRecord): boolean {
+    return r.expiresAt <= this.now && (r.state === 'completed' || r.leaseUntil <= this.now);
+  }
+
+  /** What a claim must answer; `acquire` then records the token the store handed out. */
+  claim(i: number, fingerprint: string): ExpectedClaim {
+    const r = this.live(i);
+    if (r === undefined) return { kind: 'acquired', takeover: false, resumeFrom: undefined, recoveryData: undefined };
+    if (r.fingerprint !== fingerprint) return { kind: 'mismatch' };
+    if (r.state === 'completed') return { kind: 'completed', response: r.response! };
+    if (r.leaseUntil > this.now) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - this.now };
+    return { kind: 'acquired', takeover: true, resumeFrom: r.recoveryPoint, recoveryData: r.recoveryData };
+  }
+
+  acquire(i: number, fingerprint: string, token: string, leaseMs: number, windowMs: number): void {
+    const r = this.live(i);
+    this.tokens.push({ ref: i, token });
+    if (r !== undefined) {
+      // A take-over: the window and the recovery point stay.
+      r.token = token;
+      r.leaseUntil = this.now + leaseMs;
+      return;
+    }
+    this.records.set(i, {
+      ref: REFS[i]!,
+      fingerprint,
+      state: 'in_flight',
+      token,
+      leaseUntil: this.now + leaseMs,
+      expiresAt: this.now + windowMs,
+      recoveryPoint: undefined,
+      recoveryData: undefined,
+      response: undefined,
+    });
+  }
+
+  /** The record `token` may act on: in flight, and `token` is its current owner's (expired or not). */
+  owned(i: number, token: string): ModelRecord | undefined {
+    const r = this.records.get(i);
+    return r && r.state === 'in_flight' && r.token === token ? r : undefined;
+  }
+
+  renew(i: number, token: string, leaseMs: number): boolean {
+    const r = this.owned(i, token);
+    if (r) r.leaseUntil = this.now + leaseMs;
+    return r !== undefined;
+  }
+
+  checkpoint(i: number, token: string, point: string, data: unknown): boolean {
+    const r = this.owned(i, token);
+    if (r) {
+      r.recoveryPoint = point;
+      r.recoveryData = data;
+    }
+    return r !== undefined;
+  }
+
+  complete(i: number, token: string, response: StoredResponse): boolean {
+    const r = this.owned(i, token);
+    if (r) {
+      r.state = 'completed';
+      r.token = '';
+      r.response =
+        response.body !== null && response.body.byteLength > this.maxResponseBytes
+          ? { status: response.status, headers: response.headers, body: null, bodyOmitted: true }
+          : response;
+    }
+    return r !== undefined;
+  }
+
+  release(i: number, token: string): boolean {
+    const r = this.owned(i, token);
+    if (r) this.records.delete(i);
+    return r !== undefined;
+  }
+
+  /** The refs `reap` may delete now. */
+  reapable(): number[] {
+    return [...this.records.entries()].filter(([, r]) => this.expired(r)).map(([i]) => i);
+  }
+}
