@@ -14,7 +14,7 @@ export interface ModelHarness {
   /**
    * True when the store's clock is set by the harness (an injected clock, a frozen session
    * timestamp): times the store reports equal the model's exactly. Otherwise they may run up to
-   * half a unit ahead (real time passing while commands run).
+   * a unit ahead (real time passing while commands run; see `inStep`).
    */
   readonly exactClock: boolean;
   /** Jumps per run, to bound the real sleeps of a store that can only be moved by waiting. */
@@ -26,9 +26,12 @@ export interface ModelHarness {
   /** What the store should report (epoch ms on its clock) for the virtual time `virtualMs`, now. */
   storeTime(virtualMs: number): number;
   /**
-   * False when real time has run ahead of virtual time by half a unit or more: then a deadline
-   * the model says is still ahead may have passed on the store's clock, and the run is discarded
-   * as inconclusive (fc.pre), never counted as passed or failed. Always true on a set clock.
+   * False when real time has run ahead of virtual time by a unit or more. Every deadline the
+   * model says is ahead is at least a unit ahead, and real time only ever runs ahead (sleeps
+   * last at least as long as the jump they stand for), so while this holds the store decides
+   * as the model does; past it a deadline may have passed early on the store's clock, and the
+   * run is discarded as inconclusive (fc.pre), never counted as passed or failed. Always true on
+   * a set clock.
    */
   inStep(): boolean;
   close(): Promise<void>;
@@ -58,7 +61,7 @@ export class RealTimeline {
   }
 
   inStep(): boolean {
-    return this.drift() < this.unitMs / 2;
+    return this.drift() < this.unitMs;
   }
 
   /** Epoch ms of a virtual time on the store's clock, as the store reports it now. */

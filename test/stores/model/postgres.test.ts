@@ -7,7 +7,7 @@
  * front of it, and the server's clock cannot be set. What a decision compares is a stored
  * deadline against that clock, so the harness moves every stored deadline (lease_until,
  * expires_at) of its table back by the jump instead: to the store, the same as its clock moving
- * forward. Real time still runs, so units are an hour and a run must stay within half of one.
+ * forward. Real time still runs, so units are an hour, and a run must stay within one.
  */
 import { describe } from 'vitest';
 import { postgresStore } from '../../../src/stores/postgres.js';

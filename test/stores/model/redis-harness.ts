@@ -4,8 +4,8 @@
  * Time jumps: the scripts decide on the server's `TIME`, which cannot be set, and a record's TTL
  * runs on the same clock; moving stored deadlines back (as the PostgreSQL harness does) would
  * mean rewriting the record format and its TTL from the test. So real time passes: a unit is
- * 150 ms, a jump sleeps its units, and a run makes at most two jumps. A run whose commands fall
- * behind by half a unit (a loaded machine) is discarded, not failed (see `inStep`).
+ * 200 ms, a jump sleeps its units, and a run makes at most two jumps. A run whose commands fall
+ * behind by a unit (a loaded machine) is discarded, not failed (see `inStep`).
  */
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
@@ -14,7 +14,7 @@ import { deleteKeys } from '../../support/redis-servers.js';
 import type { ModelHarness } from './harness.js';
 import { RealTimeline } from './harness.js';
 
-export const REDIS_UNIT_MS = 150;
+export const REDIS_UNIT_MS = 200;
 
 export function redisHarness(name: string, client: Redis | Cluster, close: () => Promise<void> | void): ModelHarness {
   const run = `idemkit-model-${randomUUID().slice(0, 8)}`;

@@ -17,6 +17,6 @@ describe.skipIf(!up)('model-based: redis store', () => {
       const client = await connectStoreClient(REDIS.port);
       return redisHarness('redis', client, () => void client.disconnect());
     },
-    { runs: 12 },
+    { runs: 10 },
   );
 });

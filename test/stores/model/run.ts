@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import { it } from 'vitest';
 import type { Real } from './commands.js';
-import { storeCommands } from './commands.js';
+import { reached, storeCommands } from './commands.js';
 import type { ModelHarness } from './harness.js';
 import { StoreModel } from './model.js';
 
@@ -37,9 +37,10 @@ export function itMatchesTheModel(name: string, harness: () => Promise<ModelHarn
   it(
     `${name}: ${numRuns} random sequences of up to ${maxCommands} operations answer as the reference model does`,
     async () => {
+      reached.clear();
       const h = await harness();
       try {
-        const commands = fc.commands(storeCommands(h.maxJumps), { maxCommands, replayPath });
+        const commands = fc.commands(storeCommands(h.maxJumps), { maxCommands, size: 'max', replayPath });
         const property = fc.asyncProperty(commands, async (cmds) => {
           const store = await h.reset();
           const real: Real = { store, harness: h };
@@ -47,7 +48,8 @@ export function itMatchesTheModel(name: string, harness: () => Promise<ModelHarn
         });
         const details = await fc.check(property, { numRuns, seed, path });
         // Runs discarded because real time ran ahead of the model (a loaded machine) are said out loud.
-        if (details.numSkips > 0) console.warn(`${name}: ${details.numSkips} run(s) discarded: real time ran ahead of the model by half a unit`);
+        if (details.numSkips > 0) console.warn(`${name}: ${details.numSkips} run(s) discarded: real time ran ahead of the model by a unit`);
+        if (process.env.IDEMKIT_MODEL_STATS === '1') console.info(`${name}: outcomes reached`, Object.fromEntries([...reached].sort()));
         if (details.failed) throw new Error(fc.defaultReportMessage(details), { cause: details.errorInstance });
       } finally {
         await h.close();
