@@ -171,7 +171,8 @@ class CompleteCommand implements Command {
   check = () => true;
   async run(m: StoreModel, real: Real): Promise<void> {
     const token = tokenOf(m, this.ref, this.pick);
-    const response: StoredResponse = { status: this.status, headers: HEADER_SETS[this.headers]!, body: body(this.body, m.maxResponseBytes), bodyOmitted: false };
+    const bytes = body(this.body, m.maxResponseBytes);
+    const response: StoredResponse = { status: this.status, headers: HEADER_SETS[this.headers]!, body: bytes, bodyOmitted: bytes === null };
     const allowed = m.complete(this.ref, token, response);
     await expectFenced('complete', real.store.complete(REFS[this.ref]!, token, response), allowed, real);
   }

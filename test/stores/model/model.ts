@@ -61,12 +61,20 @@ export const REFS: readonly RecordRef[] = [
 
 export const FINGERPRINTS = ['fp-1', 'fp-2'] as const;
 
-/** Response bodies; `over` is one byte past the store's limit (so the store must omit it). */
-export type BodyKind = 'empty' | 'json' | 'every-byte' | 'not-utf8' | 'at-limit' | 'over-limit';
-export const BODY_KINDS: readonly BodyKind[] = ['empty', 'json', 'every-byte', 'not-utf8', 'at-limit', 'over-limit'];
+/**
+ * Response bodies: `over-limit` is one byte past the store's `maxResponseBytes` (the store must
+ * omit it), `view` a window into a larger buffer (a store must honour byteOffset), `omitted` one
+ * the caller already left out (null).
+ */
+export type BodyKind = 'empty' | 'json' | 'every-byte' | 'not-utf8' | 'at-limit' | 'over-limit' | 'view' | 'omitted';
+export const BODY_KINDS: readonly BodyKind[] = ['empty', 'json', 'every-byte', 'not-utf8', 'at-limit', 'over-limit', 'view', 'omitted'];
 
-export function body(kind: BodyKind, maxResponseBytes: number): Uint8Array {
+export function body(kind: BodyKind, maxResponseBytes: number): Uint8Array | null {
   switch (kind) {
+    case 'omitted':
+      return null;
+    case 'view':
+      return Uint8Array.from({ length: 64 }, (_, i) => 0x41 + (i % 26)).subarray(7, 7 + Math.min(20, maxResponseBytes));
     case 'empty':
       return new Uint8Array(0);
     case 'json':
@@ -86,6 +94,11 @@ export function body(kind: BodyKind, maxResponseBytes: number): Uint8Array {
 export const HEADER_SETS: ReadonlyArray<ReadonlyArray<readonly [string, string]>> = [
   [],
   [['content-type', 'application/json']],
+  // Latin-1 and wider text in values: what the memory store cannot pack into its header text.
+  [
+    ['x-latin', 'café\tbar'],
+    ['x-wide', 'ā → ☃ \u{1F600}'],
+  ],
   [
     ['etag', '"v1"'],
     ['link', '<a>; rel=next'],
@@ -95,9 +108,28 @@ export const HEADER_SETS: ReadonlyArray<ReadonlyArray<readonly [string, string]>
 
 export const STATUSES = [200, 201, 204, 409, 500] as const;
 
-export const POINTS = ['charged', 'step-2', 'шаг-\u{1F600}'] as const;
-/** Checkpoint data: JSON values (the SQL stores keep JSON text), or none. */
-export const DATA: readonly unknown[] = [undefined, { chargeId: 'ch_1' }, 'text', [1, 'two', null, { three: 3 }], { nested: { s: 'ü\u{1F600}', n: -1.5 } }];
+/** Recovery points, including the empty one (which is not "no point"). */
+export const POINTS = ['charged', 'step-2', 'шаг-\u{1F600}', '', 'quote\'"\\'] as const;
+/**
+ * Checkpoint data: JSON values (the SQL stores keep JSON text), or none; falsy ones (which a
+ * store must not mistake for "none"), NUL inside a string (PostgreSQL's jsonb would refuse it),
+ * and a lone surrogate (JSON.stringify escapes it; a UTF-8 round trip would not keep it).
+ */
+export const DATA: readonly unknown[] = [
+  undefined,
+  { chargeId: 'ch_1' },
+  'text',
+  [1, 'two', null, { three: 3 }],
+  { nested: { s: 'ü\u{1F600}', n: -1.5, big: Number.MAX_SAFE_INTEGER } },
+  null,
+  false,
+  0,
+  '',
+  {},
+  [],
+  { nul: 'a\u0000b' },
+  { lone: 'x\uD800y' },
+];
 
 export class StoreModel {
   /** Virtual ms since the run began. */
