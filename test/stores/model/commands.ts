@@ -6,8 +6,9 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import { LeaseLostError } from '../../../src/core/errors.js';
 import type { IdempotencyRecord, IdempotencyStore, StoredResponse } from '../../../src/core/store.js';
+import { isTransactionalStore } from '../../../src/core/store.js';
 import type { ModelHarness } from './harness.js';
-import type { BodyKind, StoreModel } from './model.js';
+import type { BodyKind, CallTime, Deadline, StoreModel } from './model.js';
 import { BODY_KINDS, DATA, FINGERPRINTS, HEADER_SETS, POINTS, REFS, STATUSES, body } from './model.js';
 
 export interface Real {
@@ -39,24 +40,32 @@ function tokenOf(m: StoreModel, i: number, pick: TokenPick): string {
   return pool[pool.length - 1 - (pick.index % pool.length)]!.token;
 }
 
-/**
- * Real time ran ahead of the model (a loaded machine): what the store decided may differ from
- * the model's answer for a reason that is not a bug, so the run is discarded, not failed.
- */
-function inStep(real: Real): void {
-  fc.pre(real.harness.inStep());
+/** Runs one store call, reading the store's clock just before and just after it. */
+async function timed<T>(real: Real, call: () => Promise<T>): Promise<[T, CallTime]> {
+  const before = real.harness.clock();
+  const result = await call();
+  return [result, { before, after: real.harness.clock() }];
 }
 
-/** A time the store reports against the model's virtual time: exact on a set clock, else less than a unit late. */
-function expectTime(real: Real, actual: number, virtualMs: number, what: string): void {
-  const expected = real.harness.storeTime(virtualMs);
+/**
+ * Whether the call decided on the model's time: every deadline the model says is still ahead must
+ * still have been ahead on the store's clock when the call returned. On a set clock it always is;
+ * on a running one, a loaded machine can make commands outlast a short lease, and then the store
+ * rightly decided otherwise than the model: the run is discarded (fc.pre), neither passed nor failed.
+ */
+function inStep(m: StoreModel, real: Real, at: CallTime): void {
+  fc.pre(m.deadlines().every((d) => d.v <= m.now || at.after < d.lo - 2));
+}
+
+/** A time the store reports: exactly the deadline on a set clock, else within the bounds measured when it was set. */
+function expectTime(real: Real, actual: number, d: Deadline, what: string): void {
   if (real.harness.exactClock) {
-    expect(actual, what).toBe(expected);
+    expect(actual, what).toBe(d.lo);
     return;
   }
-  // A few ms early: the store's rounding (PostgreSQL floors µs to ms, Redis derives times from PTTL).
-  expect(actual, what).toBeGreaterThanOrEqual(expected - 2);
-  expect(actual, what).toBeLessThan(expected + real.harness.unitMs);
+  // Within 2 ms: the store's rounding (PostgreSQL floors µs to ms, Redis derives times from PTTL).
+  expect(actual, what).toBeGreaterThanOrEqual(d.lo - 2);
+  expect(actual, what).toBeLessThanOrEqual(d.hi + 2);
 }
 
 function expectResponse(actual: StoredResponse, expected: StoredResponse): void {
@@ -71,12 +80,14 @@ function expectResponse(actual: StoredResponse, expected: StoredResponse): void 
   }
 }
 
-async function expectFenced(what: string, operation: Promise<unknown>, allowed: boolean, real: Real): Promise<void> {
-  const error = await operation.then(
-    () => undefined,
-    (e: unknown) => e,
+async function expectFenced(m: StoreModel, what: string, operation: () => Promise<unknown>, allowed: boolean, real: Real): Promise<void> {
+  const [error, at] = await timed(real, () =>
+    operation().then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
   );
-  inStep(real);
+  inStep(m, real, at);
   reach(`fenced ${what} ${allowed ? 'allowed' : 'refused'}`);
   if (allowed) expect(error).toBeUndefined();
   else expect(error).toBeInstanceOf(LeaseLostError);
@@ -94,8 +105,8 @@ class ClaimCommand implements Command {
     const unit = real.harness.unitMs;
     const [leaseMs, windowMs] = [this.leaseUnits * unit, this.windowUnits * unit];
     const expected = m.claim(this.ref, this.fingerprint);
-    const got = await real.store.claim(REFS[this.ref]!, this.fingerprint, { leaseMs, windowMs });
-    inStep(real);
+    const [got, at] = await timed(real, () => real.store.claim(REFS[this.ref]!, this.fingerprint, { leaseMs, windowMs }));
+    inStep(m, real, at);
     expect(got.kind, 'claim outcome').toBe(expected.kind);
     reach(`claim ${expected.kind}${expected.kind === 'acquired' && expected.takeover ? ' takeover' : ''}${expected.kind === 'acquired' && expected.resumeFrom !== undefined ? ' resuming' : ''}${expected.kind === 'completed' && expected.response.bodyOmitted ? ' body omitted' : ''}`);
     if (got.kind === 'acquired' && expected.kind === 'acquired') {
@@ -104,15 +115,17 @@ class ClaimCommand implements Command {
       expect(got.takeover, 'takeover').toBe(expected.takeover);
       expect(got.resumeFrom, 'resumeFrom').toEqual(expected.resumeFrom);
       expect(got.recoveryData, 'recoveryData').toEqual(expected.recoveryData);
-      m.acquire(this.ref, this.fingerprint, got.token, leaseMs, windowMs);
+      m.acquire(this.ref, this.fingerprint, got.token, leaseMs, windowMs, at);
     } else if (got.kind === 'completed' && expected.kind === 'completed') {
       expectResponse(got.response, expected.response);
     } else if (got.kind === 'in_flight' && expected.kind === 'in_flight') {
       if (real.harness.exactClock) expect(got.retryAfterMs, 'retryAfterMs').toBe(expected.retryAfterMs);
       else {
+        // What was left of the lease some time during the call, give or take the store's rounding.
+        const lease = m.records.get(this.ref)!.lease;
         expect(got.retryAfterMs).toBeGreaterThan(0);
-        expect(got.retryAfterMs).toBeLessThanOrEqual(expected.retryAfterMs + 2);
-        expect(got.retryAfterMs).toBeGreaterThan(expected.retryAfterMs - unit);
+        expect(got.retryAfterMs).toBeGreaterThanOrEqual(lease.lo - at.after - 2);
+        expect(got.retryAfterMs).toBeLessThanOrEqual(lease.hi - at.before + 2);
       }
     }
   }
@@ -131,10 +144,11 @@ class RenewCommand implements Command {
   async run(m: StoreModel, real: Real): Promise<void> {
     const leaseMs = this.leaseUnits * real.harness.unitMs;
     const token = tokenOf(m, this.ref, this.pick);
-    const expected = m.renew(this.ref, token, leaseMs);
-    const got = await real.store.renew(REFS[this.ref]!, token, leaseMs);
-    inStep(real);
+    const expected = m.owned(this.ref, token) !== undefined;
+    const [got, at] = await timed(real, () => real.store.renew(REFS[this.ref]!, token, leaseMs));
+    inStep(m, real, at);
     expect(got, 'renew').toBe(expected);
+    m.renew(this.ref, token, leaseMs, at);
     reach(`renew ${expected}`);
   }
   toString(): string {
@@ -153,7 +167,7 @@ class CheckpointCommand implements Command {
   async run(m: StoreModel, real: Real): Promise<void> {
     const token = tokenOf(m, this.ref, this.pick);
     const allowed = m.checkpoint(this.ref, token, this.point, this.data);
-    await expectFenced('checkpoint', real.store.checkpoint(REFS[this.ref]!, token, this.point, this.data), allowed, real);
+    await expectFenced(m, 'checkpoint', () => real.store.checkpoint(REFS[this.ref]!, token, this.point, this.data), allowed, real);
   }
   toString(): string {
     return `checkpoint(${describeRef(this.ref)}, ${describePick(this.pick)}, ${JSON.stringify(this.point)}, ${JSON.stringify(this.data)})`;
@@ -174,7 +188,7 @@ class CompleteCommand implements Command {
     const bytes = body(this.body, m.maxResponseBytes);
     const response: StoredResponse = { status: this.status, headers: HEADER_SETS[this.headers]!, body: bytes, bodyOmitted: bytes === null };
     const allowed = m.complete(this.ref, token, response);
-    await expectFenced('complete', real.store.complete(REFS[this.ref]!, token, response), allowed, real);
+    await expectFenced(m, 'complete', () => real.store.complete(REFS[this.ref]!, token, response), allowed, real);
   }
   toString(): string {
     return `complete(${describeRef(this.ref)}, ${describePick(this.pick)}, ${this.status}, headers ${JSON.stringify(HEADER_SETS[this.headers])}, body ${this.body})`;
@@ -190,10 +204,50 @@ class ReleaseCommand implements Command {
   async run(m: StoreModel, real: Real): Promise<void> {
     const token = tokenOf(m, this.ref, this.pick);
     const allowed = m.release(this.ref, token);
-    await expectFenced('release', real.store.release(REFS[this.ref]!, token), allowed, real);
+    await expectFenced(m, 'release', () => real.store.release(REFS[this.ref]!, token), allowed, real);
   }
   toString(): string {
     return `release(${describeRef(this.ref)}, ${describePick(this.pick)})`;
+  }
+}
+
+/**
+ * A fenced write inside the store's transaction (transactional mode): it takes effect on commit
+ * only, and a stale token is refused inside the transaction as outside it.
+ */
+class TransactionCommand implements Command {
+  constructor(
+    readonly ref: number,
+    readonly pick: TokenPick,
+    readonly write: 'complete' | 'checkpoint',
+    readonly end: 'commit' | 'rollback',
+    readonly body: BodyKind,
+    readonly point: string,
+  ) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const store = real.store;
+    if (!isTransactionalStore(store)) throw new Error(`${store.name} has no transactions: leave TransactionCommand out`);
+    const token = tokenOf(m, this.ref, this.pick);
+    const ref = REFS[this.ref]!;
+    const bytes = body(this.body, m.maxResponseBytes);
+    const response: StoredResponse = { status: 201, headers: HEADER_SETS[1]!, body: bytes, bodyOmitted: bytes === null };
+    const allowed = m.owned(this.ref, token) !== undefined;
+    const tx = await store.beginTransaction();
+    try {
+      const write = () => (this.write === 'complete' ? tx.complete(ref, token, response) : tx.checkpoint(ref, token, this.point, { in: 'tx' }));
+      await expectFenced(m, `transaction ${this.write}`, write, allowed, real);
+    } finally {
+      if (this.end === 'commit') await tx.commit();
+      else await tx.rollback();
+    }
+    if (allowed && this.end === 'commit') {
+      if (this.write === 'complete') m.complete(this.ref, token, response);
+      else m.checkpoint(this.ref, token, this.point, { in: 'tx' });
+    }
+  }
+  toString(): string {
+    return `transaction(${describeRef(this.ref)}, ${describePick(this.pick)}, ${this.write}${this.write === 'complete' ? ` body ${this.body}` : ` ${JSON.stringify(this.point)}`}, ${this.end})`;
   }
 }
 
@@ -208,8 +262,8 @@ function expectRecord(real: Real, got: IdempotencyRecord | undefined, m: StoreMo
   expect(got).toMatchObject({ scope: r.ref.scope, key: r.ref.key, state: r.state, fingerprint: r.fingerprint });
   expect(got!.recoveryPoint, 'recoveryPoint').toEqual(r.recoveryPoint);
   expect(got!.recoveryData, 'recoveryData').toEqual(r.recoveryData);
-  expectTime(real, got!.leaseUntil, r.leaseUntil, 'leaseUntil');
-  expectTime(real, got!.expiresAt, r.expiresAt, 'expiresAt');
+  expectTime(real, got!.leaseUntil, r.lease, 'leaseUntil');
+  expectTime(real, got!.expiresAt, r.expires, 'expiresAt');
   if (r.response === undefined) expect(got!.response, 'response of a record in flight').toBeUndefined();
   else expectResponse(got!.response!, r.response);
 }
@@ -218,8 +272,8 @@ class GetCommand implements Command {
   constructor(readonly ref: number) {}
   check = () => true;
   async run(m: StoreModel, real: Real): Promise<void> {
-    const got = await real.store.get(REFS[this.ref]!);
-    inStep(real);
+    const [got, at] = await timed(real, () => real.store.get(REFS[this.ref]!));
+    inStep(m, real, at);
     expectRecord(real, got, m, this.ref);
   }
   toString(): string {
@@ -232,8 +286,8 @@ class ReapCommand implements Command {
   check = () => true;
   async run(m: StoreModel, real: Real): Promise<void> {
     const reapable = m.reapable();
-    const n = await real.store.reap(this.limit);
-    inStep(real);
+    const [n, at] = await timed(real, () => real.store.reap(this.limit));
+    inStep(m, real, at);
     // The store's table or prefix holds this run's records only: it reaps all it may, up to the limit.
     expect(n, `reap(${this.limit}) with ${reapable.length} expired`).toBe(Math.min(this.limit, reapable.length));
     // Which ones went: exactly n of the expired ones, and nothing else (later gets check the rest).
@@ -260,9 +314,9 @@ class JumpCommand implements Command {
   check = (m: Readonly<StoreModel>) => m.jumps < this.maxJumps;
   async run(m: StoreModel, real: Real): Promise<void> {
     const ms = this.units * real.harness.unitMs;
-    await real.harness.advance(ms);
     m.now += ms;
     m.jumps++;
+    await real.harness.advance(ms, m);
   }
   toString(): string {
     return `jump(${this.units}u)`;
@@ -279,8 +333,8 @@ const pick: fc.Arbitrary<TokenPick> = fc.record({
 const leaseUnits = fc.constantFrom(1, 1, 2, 3, 100);
 const windowUnits = fc.constantFrom(1, 2, 4, 6, 100);
 
-/** The command arbitraries; a jump is refused past the harness's `maxJumps`. */
-export function storeCommands(maxJumps: number): Array<fc.Arbitrary<Command>> {
+/** The command arbitraries; a jump is refused past the harness's `maxJumps`; transactions only for a transactional store. */
+export function storeCommands(maxJumps: number, transactional: boolean): Array<fc.Arbitrary<Command>> {
   const claim = fc
     .tuple(ref, fc.constantFrom(FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[1]), leaseUnits, windowUnits)
     .map(([r, fp, lease, window]) => new ClaimCommand(r, fp, lease, window));
@@ -288,7 +342,11 @@ export function storeCommands(maxJumps: number): Array<fc.Arbitrary<Command>> {
     .tuple(ref, pick, fc.constantFrom(...STATUSES), fc.nat(HEADER_SETS.length - 1), fc.constantFrom(...BODY_KINDS))
     .map(([r, p, status, headers, b]) => new CompleteCommand(r, p, status, headers, b));
   const jump = fc.constantFrom(1, 2, 3).map((units) => new JumpCommand(units, maxJumps));
+  const transaction = fc
+    .tuple(ref, pick, fc.constantFrom('complete', 'checkpoint'), fc.constantFrom('commit', 'rollback'), fc.constantFrom(...BODY_KINDS), fc.constantFrom(...POINTS))
+    .map(([r, p, write, end, b, point]) => new TransactionCommand(r, p, write, end, b, point));
   return [
+    ...(transactional ? [transaction] : []),
     claim,
     claim,
     claim,

@@ -5,32 +5,31 @@
 import { describe } from 'vitest';
 import type { MemoryStore } from '../../../src/stores/memory.js';
 import { memoryStore } from '../../../src/stores/memory.js';
+import { SetClock } from './harness.js';
 import { itMatchesTheModel } from './run.js';
-
-const EPOCH = Date.UTC(2026, 0, 1);
 
 describe('model-based: memory store', () => {
   itMatchesTheModel(
     'memory',
     async () => {
-      let now = EPOCH;
+      const clock = new SetClock();
       let store: MemoryStore | undefined;
       return {
         name: 'memory',
         unitMs: 60_000,
         exactClock: true,
+        transactional: false,
         maxJumps: Infinity,
         async reset() {
           store?.close();
-          now = EPOCH;
-          store = memoryStore({ clock: () => now, maxResponseBytes: 64, sweepIntervalMs: 0 });
+          clock.reset();
+          store = memoryStore({ clock: clock.read, maxResponseBytes: 64, sweepIntervalMs: 0 });
           return store;
         },
+        clock: clock.read,
         async advance(ms) {
-          now += ms;
+          clock.advance(ms);
         },
-        storeTime: (virtualMs) => EPOCH + virtualMs,
-        inStep: () => true,
         async close() {
           store?.close();
         },

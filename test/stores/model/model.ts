@@ -3,12 +3,30 @@
  * computed from a plain map of records and a virtual clock. The commands (commands.ts) run each
  * operation on the model and on a real store and compare.
  *
- * Time is virtual: `now` starts at 0 and moves only by jumps. A harness (harness.ts) maps it onto
- * the store's own clock, exactly where the store's clock can be set, within a margin where it runs
- * on real time. Every duration is a whole number of the harness's unit, so a deadline is either
- * on a jump's instant or at least one unit away from it, never a hair away.
+ * Time is virtual: `now` starts at 0 and moves only by jumps; the model decides on it. Every
+ * duration is a whole number of the harness's unit, so a deadline is either on a jump's instant or
+ * at least one unit away from it, never a hair away. Each deadline also keeps where it lies on the
+ * store's own clock (`Deadline.lo`..`hi`): one instant where the harness sets that clock, the
+ * readings before and after the call that set it (plus the duration) where the clock runs on its
+ * own. The harness uses them to make a jump pass exactly the deadlines the model says it passes
+ * (harness.ts), and the checks to bound the times the store reports.
  */
 import type { RecordRef, StoredResponse } from '../../../src/core/store.js';
+
+/** A deadline: virtual ms, and the bounds of the store-clock ms it was stored as. */
+export interface Deadline {
+  readonly v: number;
+  lo: number;
+  hi: number;
+}
+
+/** When an operation ran, on the store's clock: read just before the call and just after it returned. */
+export interface CallTime {
+  readonly before: number;
+  readonly after: number;
+}
+
+const deadline = (v: number, ms: number, at: CallTime): Deadline => ({ v, lo: at.before + ms, hi: at.after + ms });
 
 export interface ModelRecord {
   readonly ref: RecordRef;
@@ -16,9 +34,8 @@ export interface ModelRecord {
   state: 'in_flight' | 'completed';
   /** The current owner's token; '' once completed (no token is current any more). */
   token: string;
-  /** Virtual ms. */
-  leaseUntil: number;
-  expiresAt: number;
+  lease: Deadline;
+  expires: Deadline;
   recoveryPoint: string | undefined;
   recoveryData: unknown;
   /** As the store must keep it: the body dropped and marked omitted past `maxResponseBytes`. */
@@ -147,7 +164,7 @@ export class StoreModel {
 
   /** Past its window, and no live lease holds it: claims treat it as absent, `reap` may delete it. */
   expired(r: ModelRecord): boolean {
-    return r.expiresAt <= this.now && (r.state === 'completed' || r.leaseUntil <= this.now);
+    return r.expires.v <= this.now && (r.state === 'completed' || r.lease.v <= this.now);
   }
 
   /** What a claim must answer; `acquire` then records the token the store handed out. */
@@ -156,17 +173,17 @@ export class StoreModel {
     if (r === undefined) return { kind: 'acquired', takeover: false, resumeFrom: undefined, recoveryData: undefined };
     if (r.fingerprint !== fingerprint) return { kind: 'mismatch' };
     if (r.state === 'completed') return { kind: 'completed', response: r.response! };
-    if (r.leaseUntil > this.now) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - this.now };
+    if (r.lease.v > this.now) return { kind: 'in_flight', retryAfterMs: r.lease.v - this.now };
     return { kind: 'acquired', takeover: true, resumeFrom: r.recoveryPoint, recoveryData: r.recoveryData };
   }
 
-  acquire(i: number, fingerprint: string, token: string, leaseMs: number, windowMs: number): void {
+  acquire(i: number, fingerprint: string, token: string, leaseMs: number, windowMs: number, at: CallTime): void {
     const r = this.live(i);
     this.tokens.push({ ref: i, token });
     if (r !== undefined) {
       // A take-over: the window and the recovery point stay.
       r.token = token;
-      r.leaseUntil = this.now + leaseMs;
+      r.lease = deadline(this.now + leaseMs, leaseMs, at);
       return;
     }
     this.records.set(i, {
@@ -174,8 +191,8 @@ export class StoreModel {
       fingerprint,
       state: 'in_flight',
       token,
-      leaseUntil: this.now + leaseMs,
-      expiresAt: this.now + windowMs,
+      lease: deadline(this.now + leaseMs, leaseMs, at),
+      expires: deadline(this.now + windowMs, windowMs, at),
       recoveryPoint: undefined,
       recoveryData: undefined,
       response: undefined,
@@ -188,9 +205,9 @@ export class StoreModel {
     return r && r.state === 'in_flight' && r.token === token ? r : undefined;
   }
 
-  renew(i: number, token: string, leaseMs: number): boolean {
+  renew(i: number, token: string, leaseMs: number, at: CallTime): boolean {
     const r = this.owned(i, token);
-    if (r) r.leaseUntil = this.now + leaseMs;
+    if (r) r.lease = deadline(this.now + leaseMs, leaseMs, at);
     return r !== undefined;
   }
 
@@ -220,6 +237,11 @@ export class StoreModel {
     const r = this.owned(i, token);
     if (r) this.records.delete(i);
     return r !== undefined;
+  }
+
+  /** Every deadline a record holds. */
+  deadlines(): Deadline[] {
+    return [...this.records.values()].flatMap((r) => [r.lease, r.expires]);
   }
 
   /** The refs `reap` may delete now. */

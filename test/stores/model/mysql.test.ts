@@ -13,10 +13,10 @@ import { describe } from 'vitest';
 import type { MysqlPool } from '../../../src/stores/mysql.js';
 import { mysqlStore } from '../../../src/stores/mysql.js';
 import { MARIADB, requireService } from '../../support/services.js';
+import { SetClock } from './harness.js';
 import { itMatchesTheModel } from './run.js';
 
 const up = await requireService(MARIADB);
-const EPOCH = Date.UTC(2026, 0, 1);
 
 describe.skipIf(!up)('model-based: mysql store on MariaDB', () => {
   itMatchesTheModel(
@@ -24,12 +24,12 @@ describe.skipIf(!up)('model-based: mysql store on MariaDB', () => {
     async () => {
       const pool = createPool({ host: MARIADB.host, port: MARIADB.port, user: 'root', database: 'test', connectionLimit: 4, connectTimeout: 2_000 });
       const table = `idemkit_model_${randomUUID().replaceAll('-', '').slice(0, 10)}`;
-      let now = EPOCH;
+      const clock = new SetClock();
       // Every connection the store borrows reads the model's time.
       const frozen: MysqlPool = {
         async getConnection() {
           const connection = await pool.getConnection();
-          await connection.query(`SET timestamp = ${now / 1000}`);
+          await connection.query(`SET timestamp = ${clock.now / 1000}`);
           return connection;
         },
       };
@@ -39,17 +39,17 @@ describe.skipIf(!up)('model-based: mysql store on MariaDB', () => {
         name: 'mysql',
         unitMs: 60_000,
         exactClock: true,
+        transactional: true,
         maxJumps: Infinity,
         async reset() {
           await pool.query(`DELETE FROM \`${table}\``);
-          now = EPOCH;
+          clock.reset();
           return store;
         },
+        clock: clock.read,
         async advance(ms) {
-          now += ms;
+          clock.advance(ms);
         },
-        storeTime: (virtualMs) => EPOCH + virtualMs,
-        inStep: () => true,
         async close() {
           await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
           await pool.end();

@@ -5,9 +5,9 @@
 import { describe } from 'vitest';
 import { sqliteStore } from '../../../src/stores/sqlite.js';
 import { sqliteFile } from '../../support/sqlite-file.js';
+import { SetClock } from './harness.js';
 import { itMatchesTheModel } from './run.js';
 
-const EPOCH = Date.UTC(2026, 0, 1);
 const TABLE = 'model_records';
 
 describe('model-based: sqlite store', () => {
@@ -15,23 +15,23 @@ describe('model-based: sqlite store', () => {
     'sqlite',
     async () => {
       const file = sqliteFile();
-      let now = EPOCH;
-      const store = sqliteStore({ database: file.db, table: TABLE, clock: () => now, maxResponseBytes: 64 });
+      const clock = new SetClock();
+      const store = sqliteStore({ database: file.db, table: TABLE, clock: clock.read, maxResponseBytes: 64 });
       return {
         name: 'sqlite',
         unitMs: 60_000,
         exactClock: true,
+        transactional: true,
         maxJumps: Infinity,
         async reset() {
           file.db.exec(`DELETE FROM ${TABLE}`);
-          now = EPOCH;
+          clock.reset();
           return store;
         },
+        clock: clock.read,
         async advance(ms) {
-          now += ms;
+          clock.advance(ms);
         },
-        storeTime: (virtualMs) => EPOCH + virtualMs,
-        inStep: () => true,
         async close() {
           file.cleanup();
         },
