@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import { LeaseLostError } from '../../../src/core/errors.js';
 import type { IdempotencyRecord, IdempotencyStore, StoredResponse } from '../../../src/core/store.js';
-import { isTransactionalStore } from '../../../src/core/store.js';
+import { canListAbandoned, hasAdmin, isTransactionalStore } from '../../../src/core/store.js';
 import type { ModelHarness } from './harness.js';
 import type { BodyKind, CallTime, Deadline, StoreModel } from './model.js';
 import { BODY_KINDS, DATA, FINGERPRINTS, HEADER_SETS, POINTS, REFS, STATUSES, body } from './model.js';
@@ -306,6 +306,51 @@ class ReapCommand implements Command {
   }
 }
 
+/** `admin.inspect` (every built-in store has it): the record as `get` shows it, and its attempt, owner token prefix and expiry. */
+class InspectCommand implements Command {
+  constructor(readonly ref: number) {}
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const store = real.store;
+    if (!hasAdmin(store)) return;
+    const [got, at] = await timed(real, () => store.admin.inspect(REFS[this.ref]!));
+    inStep(m, real, at);
+    expectRecord(real, got, m, this.ref);
+    const r = m.records.get(this.ref);
+    if (r === undefined || got === undefined) return;
+    reach(`inspect attempt ${Math.min(r.attempt, 3)}`);
+    expect(got.attempt, 'attempt').toBe(r.attempt);
+    expect(got.expired, 'expired').toBe(m.expired(r));
+    if (r.state === 'in_flight') expect(got.tokenPrefix, 'tokenPrefix').toBe(r.token.slice(0, 8));
+    else expect(got.tokenPrefix.length).toBeLessThanOrEqual(8);
+    expect(got.now).toBeGreaterThanOrEqual(at.before - 2);
+    expect(got.now).toBeLessThanOrEqual(at.after + 2);
+  }
+  toString(): string {
+    return `admin.inspect(${describeRef(this.ref)})`;
+  }
+}
+
+/** `listAbandoned` (the stores that have it): exactly the records in flight whose lease is over inside their window, oldest lease first. */
+class ListAbandonedCommand implements Command {
+  check = () => true;
+  async run(m: StoreModel, real: Real): Promise<void> {
+    const store = real.store;
+    if (!canListAbandoned(store)) return;
+    const [got, at] = await timed(real, () => store.listAbandoned(1000));
+    inStep(m, real, at);
+    const expected = m.abandoned();
+    reach(`listAbandoned ${Math.min(expected.length, 2)}`);
+    const id = (r: { scope: string; key: string }) => JSON.stringify([r.scope, r.key]);
+    expect(got.map(id).sort()).toEqual(expected.map((r) => id(r.ref)).sort());
+    for (let i = 1; i < got.length; i++) expect(got[i]!.leaseUntil).toBeGreaterThanOrEqual(got[i - 1]!.leaseUntil);
+    for (const record of got) expectRecord(real, record, m, REFS.findIndex((ref) => id(ref) === id(record)));
+  }
+  toString(): string {
+    return 'listAbandoned(1000)';
+  }
+}
+
 class JumpCommand implements Command {
   constructor(
     readonly units: number,
@@ -356,6 +401,8 @@ export function storeCommands(maxJumps: number, transactional: boolean): Array<f
     fc.tuple(ref, pick, fc.constantFrom(...POINTS), fc.constantFrom(...DATA)).map(([r, p, point, data]) => new CheckpointCommand(r, p, point, data)),
     fc.tuple(ref, pick).map(([r, p]) => new ReleaseCommand(r, p)),
     ref.map((r) => new GetCommand(r)),
+    ref.map((r) => new InspectCommand(r)),
+    fc.constant(null).map(() => new ListAbandonedCommand()),
     fc.constantFrom(1, 2, 1000).map((limit) => new ReapCommand(limit)),
     jump,
     jump,

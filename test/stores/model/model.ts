@@ -34,6 +34,8 @@ export interface ModelRecord {
   state: 'in_flight' | 'completed';
   /** The current owner's token; '' once completed (no token is current any more). */
   token: string;
+  /** Claims of the record in its window: 1, plus one per take-over (what `admin.inspect` shows). */
+  attempt: number;
   lease: Deadline;
   expires: Deadline;
   recoveryPoint: string | undefined;
@@ -183,6 +185,7 @@ export class StoreModel {
     if (r !== undefined) {
       // A take-over: the window and the recovery point stay.
       r.token = token;
+      r.attempt++;
       r.lease = deadline(this.now + leaseMs, leaseMs, at);
       return;
     }
@@ -191,6 +194,7 @@ export class StoreModel {
       fingerprint,
       state: 'in_flight',
       token,
+      attempt: 1,
       lease: deadline(this.now + leaseMs, leaseMs, at),
       expires: deadline(this.now + windowMs, windowMs, at),
       recoveryPoint: undefined,
@@ -237,6 +241,11 @@ export class StoreModel {
     const r = this.owned(i, token);
     if (r) this.records.delete(i);
     return r !== undefined;
+  }
+
+  /** In flight, lease over, window open: what `listAbandoned` lists. */
+  abandoned(): ModelRecord[] {
+    return [...this.records.values()].filter((r) => r.state === 'in_flight' && r.lease.v <= this.now && r.expires.v > this.now);
   }
 
   /** Every deadline a record holds. */

@@ -48,7 +48,7 @@ export function itMatchesTheModel(name: string, harness: () => Promise<ModelHarn
         });
         const details = await fc.check(property, { numRuns, seed, path });
         // Runs discarded because real time ran ahead of the model (a loaded machine) are said out loud.
-        if (details.numSkips > 0) console.warn(`${name}: ${details.numSkips} run(s) discarded: real time ran ahead of the model by a unit`);
+        if (details.numSkips > 0) console.warn(`${name}: ${details.numSkips} run(s) discarded: commands outlasted a lease the model held live (a loaded machine)`);
         if (process.env.IDEMKIT_MODEL_STATS === '1') console.info(`${name}: outcomes reached`, Object.fromEntries([...reached].sort()));
         if (details.failed) throw new Error(fc.defaultReportMessage(details), { cause: details.errorInstance });
       } finally {
