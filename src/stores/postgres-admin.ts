@@ -4,12 +4,11 @@
  */
 import { CorruptRecordError, StoreUnavailableError } from '../core/errors.js';
 import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
-import { checkRecordRef } from '../core/validate.js';
 import type { PostgresQueryable } from '../drivers/postgres.js';
 import { isMissingSchema } from '../drivers/postgres.js';
 import { checkFilter, isExpiredAt, tokenPrefix } from './admin-common.js';
 import type { PostgresNames } from './postgres-sql.js';
-import { resolveNames } from './postgres-sql.js';
+import { checkPostgresRef, resolveNames } from './postgres-sql.js';
 
 const ms = (column: string, as = column.replace(/^\w+\./, '')) => `floor(extract(epoch FROM ${column}) * 1000)::float8 AS ${as}`;
 const expired = `(r.expires_at <= c.now AND (r.state = 'completed' OR r.lease_until <= c.now))`;
@@ -66,7 +65,7 @@ export function postgresAdmin(pool: PostgresQueryable, names: PostgresNames): St
   };
   return {
     async inspect(ref) {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       const [row] = await run('inspect', sql.inspect, [ref.scope, ref.key]);
       return row && toDetails(row, where);
     },
@@ -95,7 +94,7 @@ export function postgresAdmin(pool: PostgresQueryable, names: PostgresNames): St
       };
     },
     async purge(ref, options = {}): Promise<PurgeOutcome> {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       const [row] = await run('purge', sql.purge, [ref.scope, ref.key, options.force === true]);
       if (num(row?.purged) === 1) return 'purged';
       return num(row?.present) === 1 ? 'in_flight' : 'not_found';

@@ -3,7 +3,9 @@
  * `postgresSchemaSql()` written out (a test checks they agree), and `migrate()` runs the same text.
  */
 
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError, InvalidRecordRefError } from '../core/errors.js';
+import type { RecordRef } from '../core/store.js';
+import { checkRecordRef } from '../core/validate.js';
 
 /** Lower-case plain identifiers only: no quoting surprises, and never SQL injected through a name. */
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
@@ -12,6 +14,21 @@ const MAX_TABLE_LENGTH = 63 - '_expires_at'.length;
 
 /** 'idemkit' in ASCII as a bigint: every idemkit migration on a database runs one at a time. */
 const MIGRATION_LOCK = '29665259344849268';
+
+const NUL_REASON = 'postgres store: PostgreSQL text cannot hold NUL (U+0000); the server refuses the statement';
+
+/**
+ * `checkRecordRef`, and NUL: PostgreSQL text cannot hold U+0000, so the server would refuse the
+ * statement, and the store would report itself down (a 503, or the handler run unprotected under
+ * `failOpen`) for what is the request's problem. Refused here instead, as the other refs a store
+ * cannot keep are: `InvalidRecordRefError` naming the field. (Keys never hold NUL when they come
+ * through `parseIdempotencyKey`; a scope is whatever the application makes of the request.)
+ */
+export function checkPostgresRef(ref: RecordRef): void {
+  checkRecordRef(ref);
+  if (ref.scope.includes('\u0000')) throw new InvalidRecordRefError('scope', NUL_REASON);
+  if (ref.key.includes('\u0000')) throw new InvalidRecordRefError('key', NUL_REASON);
+}
 
 export interface PostgresNames {
   readonly schema: string;

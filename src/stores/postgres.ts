@@ -13,11 +13,10 @@ import type {
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { checkInteger, optionReader } from '../core/option-reader.js';
-import { checkRecordRef } from '../core/validate.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
 import { postgresAdmin } from './postgres-admin.js';
-import { postgresStatements, resolveNames } from './postgres-sql.js';
+import { checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
 
@@ -126,13 +125,14 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     data === undefined ? null : JSON.stringify(data),
   ];
   // Every operation that takes a ref checks it first: `pg` would send a lone surrogate as U+FFFD,
-  // so two different scopes would share one record. In an async function, a refusal rejects.
+  // so two different scopes would share one record, and the server refuses NUL. In an async
+  // function, a refusal rejects.
   const complete = async (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, response: StoredResponse) => {
-    checkRecordRef(ref);
+    checkPostgresRef(ref);
     await fenced(db, 'complete', sql.complete, completeValues(ref, token, response));
   };
   const checkpoint = async (db: Pick<PostgresClient, 'query'>, ref: RecordRef, token: string, point: string, data: unknown) => {
-    checkRecordRef(ref);
+    checkPostgresRef(ref);
     await fenced(db, 'checkpoint', sql.checkpoint, checkpointValues(ref, token, point, data));
   };
 
@@ -153,24 +153,24 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       if (missing.length > 0) throw new StoreSchemaMissingError('postgres', missing, '`await store.migrate()` (or sql/postgres.sql for the default names)');
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       const token = newOwnerToken();
       const { rows } = await run(pool, 'claim', sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]);
       return toClaim(new RowReader(ref, where, rows[0] as ClaimRow | undefined), token);
     },
     async renew(ref, token, leaseMs) {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       const result = await run(pool, 'renew', sql.renew, [ref.scope, ref.key, token, leaseMs]);
       return result.rowCount === 1;
     },
     checkpoint: (ref, token, point, data) => checkpoint(pool, ref, token, point, data),
     complete: (ref, token, response) => complete(pool, ref, token, response),
     async release(ref, token) {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       await fenced(pool, 'release', sql.release, [ref.scope, ref.key, token]);
     },
     async get(ref) {
-      checkRecordRef(ref);
+      checkPostgresRef(ref);
       const { rows } = await run(pool, 'get', sql.get, [ref.scope, ref.key]);
       const row = rows[0] as RecordRow | undefined;
       return row && toRecord(new RowReader(ref, where, row));

@@ -184,6 +184,44 @@ describe.skipIf(!up)('postgres store', () => {
     });
 
     describe('claims', () => {
+      // Found by the model-based test's probe of odd refs (test/stores/model): PostgreSQL text
+      // cannot hold NUL, and the server's refusal came back as StoreUnavailableError, so a scope
+      // with NUL made every request a 503, or ran it unprotected under failOpen.
+      it('refuses NUL in a scope or key as the request’s problem (InvalidRecordRefError), not as the store being down', async () => {
+        const token = '0'.repeat(32);
+        for (const [field, bad] of [
+          ['scope', { scope: `tenant\u0000${randomUUID()}`, key: 'k' }],
+          ['key', { scope: 's', key: `k\u0000${randomUUID()}` }],
+        ] as const) {
+          for (const operation of [
+            () => store.claim(bad, 'fp', opts),
+            () => store.renew(bad, token, 0),
+            () => store.checkpoint(bad, token, 'x'),
+            () => store.complete(bad, token, ok),
+            () => store.release(bad, token),
+            () => store.get(bad),
+            () => store.admin.inspect(bad),
+            () => store.admin.purge(bad),
+          ]) {
+            await expect(operation()).rejects.toMatchObject({ code: 'ERR_IDEMKIT_INVALID_REF', field, message: expect.stringMatching(/NUL/) });
+          }
+        }
+        let ran = 0;
+        const handle = withIdempotency(
+          async () => {
+            ran++;
+            return new Response('charged', { status: 201 });
+          },
+          { store, failOpen: true, scope: (request) => request.headers.get('x-tenant')!.replace('%00', '\u0000') },
+        );
+        const response = await handle(
+          new Request('http://local/charges', { method: 'POST', headers: { 'idempotency-key': `k-${randomUUID()}`, 'x-tenant': 'a%00b' }, body: 'x' }),
+        );
+        // A 400 naming the scope, and the handler never ran unprotected.
+        expect(response.status).toBe(400);
+        expect(ran).toBe(0);
+      });
+
       it('gives exactly one winner among 200 concurrent claims from 4 pools', async () => {
         const r = ref();
         const stores = morePools(4).map((p) => postgresStore({ pool: p, table }));
