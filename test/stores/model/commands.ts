@@ -369,7 +369,7 @@ class JumpCommand implements Command {
 }
 
 // Mostly the same key in two scopes ('' and 'tenant-a'), so that operations meet on one record.
-const ref = fc.oneof({ arbitrary: fc.constantFrom(0, 1), weight: 4 }, { arbitrary: fc.nat(REFS.length - 1), weight: 2 });
+const refOf = (count: number) => fc.oneof({ arbitrary: fc.constantFrom(0, 1), weight: 4 }, { arbitrary: fc.nat(count - 1), weight: 2 });
 const pick: fc.Arbitrary<TokenPick> = fc.record({
   from: fc.constantFrom<TokenPick['from']>('own', 'own', 'own', 'own', 'any', 'forged'),
   index: fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat(8), weight: 1 }),
@@ -378,8 +378,13 @@ const pick: fc.Arbitrary<TokenPick> = fc.record({
 const leaseUnits = fc.constantFrom(1, 1, 2, 3, 100);
 const windowUnits = fc.constantFrom(1, 2, 4, 6, 100);
 
-/** The command arbitraries; a jump is refused past the harness's `maxJumps`; transactions only for a transactional store. */
-export function storeCommands(maxJumps: number, transactional: boolean): Array<fc.Arbitrary<Command>> {
+/**
+ * The command arbitraries; a jump is refused past the harness's `maxJumps`; transactions only for
+ * a transactional store; the ref whose scope holds NUL only for a store that keeps it.
+ */
+export function storeCommands(h: Pick<ModelHarness, 'maxJumps' | 'transactional' | 'keepsNul'>): Array<fc.Arbitrary<Command>> {
+  const { maxJumps, transactional } = h;
+  const ref = refOf(h.keepsNul ? REFS.length : REFS.length - 1);
   const claim = fc
     .tuple(ref, fc.constantFrom(FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[1]), leaseUnits, windowUnits)
     .map(([r, fp, lease, window]) => new ClaimCommand(r, fp, lease, window));

@@ -20,6 +20,8 @@ export interface ModelHarness {
   readonly exactClock: boolean;
   /** The store has `beginTransaction`: fenced writes inside transactions are generated too. */
   readonly transactional: boolean;
+  /** The store keeps a scope holding NUL (PostgreSQL refuses one: its text cannot hold it). */
+  readonly keepsNul: boolean;
   /** Jumps per run, to bound the real sleeps of a store that can only be moved by waiting. */
   readonly maxJumps: number;
   /** Before each run: an empty store (no record of an earlier run), its clock at virtual time 0. */

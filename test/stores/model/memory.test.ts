@@ -19,6 +19,7 @@ describe('model-based: memory store', () => {
         unitMs: 60_000,
         exactClock: true,
         transactional: false,
+        keepsNul: true,
         maxJumps: Infinity,
         async reset() {
           store?.close();

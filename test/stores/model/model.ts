@@ -63,8 +63,10 @@ const text = (s: string) => new TextEncoder().encode(s);
  * (and in the empty scope), keys that differ only by case or a trailing space (MySQL's PAD SPACE
  * collations would join those), the longest key (255 characters), quotes and backslashes (what an
  * sf-string key may carry), and non-ASCII scopes and keys (the contract suite's emoji cases).
- * No NUL or other control character: parseIdempotencyKey refuses them, and stores take keys
- * already validated.
+ * Keys hold no control character (parseIdempotencyKey refuses them, and stores take keys already
+ * validated); the last ref's scope holds NUL, which a scope hook may return: every store keeps it
+ * but PostgreSQL, which refuses it (InvalidRecordRefError, test/stores/postgres.test.ts) and so
+ * runs without that ref.
  */
 export const REFS: readonly RecordRef[] = [
   { scope: '', key: 'k' },
@@ -76,6 +78,7 @@ export const REFS: readonly RecordRef[] = [
   { scope: "o'brien \"q\" \\", key: "\"quoted\" 'single' back\\slash" },
   { scope: 'tenant-a', key: `${'long-key-'.repeat(28)}\\"'` }, // 255 characters
   { scope: 'tenant-ü', key: 'ключ-\u{1F680}-ü' },
+  { scope: 'tenant\u0000a', key: 'k' },
 ];
 
 export const FINGERPRINTS = ['fp-1', 'fp-2'] as const;

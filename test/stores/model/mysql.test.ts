@@ -40,6 +40,7 @@ describe.skipIf(!up)('model-based: mysql store on MariaDB', () => {
         unitMs: 60_000,
         exactClock: true,
         transactional: true,
+        keepsNul: true,
         maxJumps: Infinity,
         async reset() {
           await pool.query(`DELETE FROM \`${table}\``);

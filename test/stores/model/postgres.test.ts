@@ -33,6 +33,7 @@ describe.skipIf(!up)('model-based: postgres store', () => {
         unitMs: HOUR,
         exactClock: false,
         transactional: true,
+        keepsNul: false,
         maxJumps: Infinity,
         async reset() {
           await pool.query(`DELETE FROM "${table}"`);

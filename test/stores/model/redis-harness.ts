@@ -26,6 +26,7 @@ export function redisHarness(name: string, client: Redis | Cluster, close: () =>
     unitMs: REDIS_UNIT_MS,
     exactClock: false,
     transactional: false,
+    keepsNul: true,
     maxJumps: 2,
     async reset() {
       // A prefix per run: the store's reap scans its own prefix only, so it sees this run's records alone.

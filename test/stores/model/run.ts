@@ -40,7 +40,7 @@ export function itMatchesTheModel(name: string, harness: () => Promise<ModelHarn
       reached.clear();
       const h = await harness();
       try {
-        const commands = fc.commands(storeCommands(h.maxJumps, h.transactional), { maxCommands, size: 'max', replayPath });
+        const commands = fc.commands(storeCommands(h), { maxCommands, size: 'max', replayPath });
         const property = fc.asyncProperty(commands, async (cmds) => {
           const store = await h.reset();
           const real: Real = { store, harness: h };

@@ -22,6 +22,7 @@ describe('model-based: sqlite store', () => {
         unitMs: 60_000,
         exactClock: true,
         transactional: true,
+        keepsNul: true,
         maxJumps: Infinity,
         async reset() {
           file.db.exec(`DELETE FROM ${TABLE}`);
