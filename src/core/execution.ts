@@ -121,6 +121,14 @@ export class Execution {
   private discarded = false;
   private suspended = false;
   private finished = false;
+  /**
+   * The record holds committed progress: a recovery point an earlier owner left (a take-over), or
+   * a checkpoint this execution committed outside its request's transaction. Such a record is never
+   * released when the request ends without a result (discard, a rolled-back failure, a hijacked
+   * reply): releasing deletes the recovery point, and the retry would run committed phases again.
+   * Its lease is given back instead, so the retry takes it over at once and resumes (docs/model.md).
+   */
+  private progress: boolean;
 
   constructor(
     options: ResolvedOptions<never>,
@@ -139,11 +147,15 @@ export class Execution {
     this.ref = ref;
     this.token = claim.token;
     this.transaction = transaction;
+    this.progress = claim.resumeFrom !== undefined;
     // Inside a transaction the checkpoint must use it: the store may be serialised behind it. Once
     // the transaction is over, a checkpoint through it would run outside any transaction.
     const checkpoint =
       transaction === undefined
-        ? (point: string, data?: unknown) => options.store.checkpoint(ref, claim.token, point, data)
+        ? async (point: string, data?: unknown) => {
+            await options.store.checkpoint(ref, claim.token, point, data);
+            this.progress = true;
+          }
         : async (point: string, data?: unknown) => {
             const closed = this.fence.closedBecause;
             if (closed !== undefined) throw new TransactionEndedError(`ctx.checkpoint() was called after ${closed}; nothing was written`);
@@ -204,12 +216,17 @@ export class Execution {
     // The phase's handle refuses use once the phase committed or rolled back: its connection is
     // back in the pool by then.
     const fence: { closedBecause: string | undefined } = { closedBecause: undefined };
+    let checkpointed = false;
     return {
       tx: fenceHandle(tx.tx, fence, 'the phase transaction'),
-      checkpoint: (point, data) => tx.checkpoint(this.ref, this.token, point, data),
-      commit: () => {
+      checkpoint: async (point, data) => {
+        await tx.checkpoint(this.ref, this.token, point, data);
+        checkpointed = true;
+      },
+      commit: async () => {
         fence.closedBecause ??= 'it committed';
-        return tx.commit();
+        await tx.commit();
+        if (checkpointed) this.progress = true;
       },
       rollback: () => {
         fence.closedBecause ??= 'it rolled back';
@@ -320,8 +337,7 @@ export class Execution {
     const tx = this.transaction;
     if (tx !== undefined && this.overtime) {
       // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
-      this.outcome = 'released';
-      await this.releaseQuietly();
+      await this.letGo();
       return new ExecutionTimeoutHttpError(this.options.maxExecutionMs, 'nothing');
     }
     const failed = threw || (tx !== undefined && response.status >= 500);
@@ -332,9 +348,8 @@ export class Execution {
       return undefined;
     }
     if (this.discarded || (tx !== undefined && failed)) {
-      this.outcome = 'released';
       if (tx) await tx.rollback().catch(onError);
-      await this.releaseQuietly();
+      await this.letGo();
       return undefined;
     }
     // Each store applies its own size limit (fitResponse) when it writes the record.
@@ -389,13 +404,29 @@ export class Execution {
     if (this.finished) return;
     this.end();
     if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
-    if (this.suspended) await this.yieldLease();
-    else await this.releaseQuietly();
+    if (this.suspended) {
+      this.outcome = 'suspended';
+      await this.yieldLease();
+    } else await this.letGo();
     const { events } = this.options;
     if (events?.wants('complete')) {
       const handlerMs = since(this.claimedAt);
       const { scope, key, method, path } = this.who(events);
-      events.emit('complete', { scope, key, method, path, outcome: this.suspended ? 'suspended' : 'released', status: 0, bodyBytes: 0, handlerMs, storeMs: 0 });
+      events.emit('complete', { scope, key, method, path, outcome: this.outcome, status: 0, bodyBytes: 0, handlerMs, storeMs: 0 });
+    }
+  }
+
+  /**
+   * Ends a claim that produced no result: released, so a retry runs at once; or, when the record
+   * holds committed progress, left in flight with its lease given back, so a retry resumes there.
+   */
+  private async letGo(): Promise<void> {
+    if (this.progress) {
+      this.outcome = 'suspended';
+      await this.yieldLease();
+    } else {
+      this.outcome = 'released';
+      await this.releaseQuietly();
     }
   }
 

@@ -204,3 +204,95 @@ describe('a scope the store refuses', () => {
     store.close();
   });
 });
+
+/**
+ * A request that ends without a result (discard, a hijacked reply) releases its claim so a retry
+ * runs at once, unless the record holds committed progress: releasing would delete the recovery
+ * point and the retry would run committed phases again (the model's finding, docs/model.md).
+ */
+describe('a claim that ends without a result keeps committed progress', () => {
+  const admitted = async (engine: IdempotencyEngine, key: string) => {
+    const admission = await engine.admit({}, key, facts);
+    if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
+    return admission.execution;
+  };
+
+  it('nothing committed: discard releases the record, and the retry runs as a new request', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store });
+    const first = await admitted(engine, 'fresh');
+    first.context.discard();
+    await first.finish({ ...answer, status: 400 });
+    expect(await store.get({ scope: '', key: 'fresh' })).toBeUndefined();
+    const retry = await admitted(engine, 'fresh');
+    expect(retry.context.takeover).toBe(false);
+    store.close();
+  });
+
+  it('a checkpoint committed, then discard: the record stays in flight with its lease given back, and the retry resumes there', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store });
+    const first = await admitted(engine, 'phased');
+    await first.context.checkpoint('phase-1', { charged: true });
+    first.context.discard();
+    await first.finish({ ...answer, status: 400 });
+    expect(await store.get({ scope: '', key: 'phased' })).toMatchObject({ state: 'in_flight', recoveryPoint: 'phase-1' });
+    const retry = await admitted(engine, 'phased');
+    expect(retry.context).toMatchObject({ takeover: true, resumeFrom: 'phase-1', recoveryData: { charged: true } });
+    store.close();
+  });
+
+  it('a take-over that discards without a checkpoint of its own still keeps the earlier owner\'s recovery point', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const engine = new IdempotencyEngine({ store });
+    const first = await admitted(engine, 'inherited');
+    await first.context.checkpoint('phase-1');
+    first.context.suspend();
+    await first.finish(answer);
+    const second = await admitted(engine, 'inherited');
+    expect(second.context.resumeFrom).toBe('phase-1');
+    second.context.discard();
+    await second.finish({ ...answer, status: 400 });
+    const third = await admitted(engine, 'inherited');
+    expect(third.context.resumeFrom).toBe('phase-1');
+    store.close();
+  });
+
+  it('a hijacked reply (abort) after a checkpoint keeps the record, and says `suspended` to the complete event', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const outcomes: string[] = [];
+    const engine = new IdempotencyEngine({ store, events: { complete: (event) => outcomes.push(event.outcome) } });
+    const kept = await admitted(engine, 'hijacked');
+    await kept.context.checkpoint('phase-1');
+    await kept.abort();
+    const dropped = await admitted(engine, 'hijacked-early');
+    await dropped.abort();
+    expect(outcomes).toEqual(['suspended', 'released']);
+    expect((await admitted(engine, 'hijacked')).context.resumeFrom).toBe('phase-1');
+    expect(await store.get({ scope: '', key: 'hijacked-early' })).toBeUndefined();
+    store.close();
+  });
+
+  it('a phase transaction that committed its checkpoint counts as progress; one rolled back does not (SQLite)', async () => {
+    const { db, cleanup } = sqliteFile('progress.db');
+    const store = sqliteStore({ database: db });
+    const engine = new IdempotencyEngine({ store });
+    const committed = await admitted(engine, 'phase-committed');
+    const phase = await committed.context.beginTransaction();
+    await phase.checkpoint('phase-1');
+    await phase.commit();
+    committed.context.discard();
+    await committed.finish({ ...answer, status: 400 });
+    expect((await admitted(engine, 'phase-committed')).context.resumeFrom).toBe('phase-1');
+
+    const rolledBack = await admitted(engine, 'phase-rolled-back');
+    const undone = await rolledBack.context.beginTransaction();
+    await undone.checkpoint('phase-1');
+    await undone.rollback();
+    rolledBack.context.discard();
+    await rolledBack.finish({ ...answer, status: 400 });
+    expect(await store.get({ scope: '', key: 'phase-rolled-back' })).toBeUndefined();
+    store.close();
+    cleanup();
+  });
+});
