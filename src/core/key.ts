@@ -23,6 +23,7 @@ const ULID = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/i;
 // A bare key: visible ASCII without the characters that would make it ambiguous with the
 // sf-string form or with a comma-joined repeated header.
 const BARE_KEY = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
+const FIELD_SPACE = /^[ \t]+|[ \t]+$/g;
 // eslint-disable-next-line no-control-regex
 const CONTROL_OR_NON_ASCII = /[\x00-\x1f\x7f-\uffff]/;
 
@@ -45,7 +46,9 @@ export function parseIdempotencyKey(
   const list = typeof values === 'string' ? [values] : values;
   if (list.length === 0) return undefined;
   if (list.length > 1) throw new InvalidKeyError(header, 'the header is repeated; send exactly one key');
-  const raw = (list[0] ?? '').trim();
+  // Only SP and HTAB surround a field value (RFC 9110 §5.5); String#trim would also drop line
+  // breaks, NBSP and BOM, taking `\u00a0abc` for the key `abc`.
+  const raw = (list[0] ?? '').replace(FIELD_SPACE, '');
   const key = raw.startsWith('"') ? parseSfString(raw, header) : parseBare(raw, header);
   checkPolicy(key, header, policy);
   return key;
