@@ -20,18 +20,25 @@ export function backoffDelay(retry: number, options: BackoffOptions, random: () 
 }
 
 /**
+ * The longest wait `parseRetryAfter` answers (2^31 - 1 ms, about 24.8 days, the longest timer Node
+ * arms): a server asking for longer is answered with this, which is still past any sensible
+ * `maxRetryAfter`, rather than with a number too large to wait for (`1e400` seconds is Infinity).
+ */
+export const MAX_RETRY_AFTER_MS = MAX_TIMER_MS;
+
+/**
  * Parses a `Retry-After` value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date. Returns the
- * wait in ms (0 for a date in the past), or undefined when the header is absent or malformed,
- * in which case the caller falls back to its own backoff.
+ * wait in ms (0 for a date in the past, at most `MAX_RETRY_AFTER_MS`), or undefined when the header
+ * is absent or malformed, in which case the caller falls back to its own backoff.
  */
 export function parseRetryAfter(value: string | null | undefined, now: number = Date.now()): number | undefined {
   if (value === null || value === undefined) return undefined;
   const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * 1000, MAX_RETRY_AFTER_MS);
   // An HTTP-date always names a weekday and a time; this keeps Date.parse from accepting "2" or "soon".
   if (!/^[A-Za-z]{3,9},? .*\d{2}:\d{2}:\d{2}/.test(text)) return undefined;
   const at = Date.parse(text);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+  return Number.isNaN(at) ? undefined : Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
 
 /**
