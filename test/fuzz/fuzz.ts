@@ -31,6 +31,13 @@ function seedFromEnv(): { seed: number; path?: string } | undefined {
   return path ? { seed, path } : { seed };
 }
 
+/**
+ * The per-test timeout of the fuzz suites (`describe(name, FUZZ_TIMEOUT, …)`): a net against a hang,
+ * never a speed requirement. Two minutes for the CI runs on a shared 2-core machine; none for a
+ * long run asked for with IDEMKIT_FUZZ_RUNS.
+ */
+export const FUZZ_TIMEOUT = { timeout: runsFromEnv() > DEFAULT_RUNS ? 0 : 120_000 };
+
 /** Runs of a property: `IDEMKIT_FUZZ_RUNS` × weight, at least `min`. */
 export function fuzzRuns(weight = 1, min = 20): number {
   return Math.max(min, Math.round(runsFromEnv() * weight));
@@ -45,8 +52,8 @@ export function fuzzParams<T>(weight = 1, min = 20): fc.Parameters<T> {
 }
 
 /** Asserts a synchronous property with the suite's settings. */
-export function fuzz<Ts extends [unknown, ...unknown[]]>(property: fc.IProperty<Ts>, weight = 1): void {
-  fc.assert(property, fuzzParams<Ts>(weight));
+export function fuzz<Ts extends [unknown, ...unknown[]]>(property: fc.IProperty<Ts>, weight = 1, min = 20): void {
+  fc.assert(property, fuzzParams<Ts>(weight, min));
 }
 
 /** Asserts an asynchronous property with the suite's settings (`weight` scales the runs). */

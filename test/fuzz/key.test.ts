@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidKeyError } from '../../src/core/errors.js';
 import { MAX_KEY_LENGTH, parseIdempotencyKey } from '../../src/core/key.js';
 import { headerValues } from '../../src/http/node-headers.js';
-import { anyUtf16, fuzz, fuzzAsync, thrown } from './fuzz.js';
+import { anyUtf16, fuzz, FUZZ_TIMEOUT, fuzzAsync, thrown } from './fuzz.js';
 
 const HEADER = 'idempotency-key';
 
@@ -96,7 +96,7 @@ const headerValue = fc.oneof(
 
 // ---- properties ----------------------------------------------------------------------------------
 
-describe('fuzz: Idempotency-Key header', () => {
+describe('fuzz: Idempotency-Key header', FUZZ_TIMEOUT, () => {
   it('answers every value with a key or the typed 400, as the reference does', () => {
     fuzz(
       fc.property(headerValue, (value) => {
@@ -188,7 +188,7 @@ describe('fuzz: Idempotency-Key header', () => {
   });
 });
 
-describe('fuzz regressions: Idempotency-Key header', () => {
+describe('fuzz regressions: Idempotency-Key header', FUZZ_TIMEOUT, () => {
   // Found by 'answers every value…': String#trim dropped a line feed, NBSP or BOM around the key,
   // so `\u00a0abc` (a Latin-1 byte Node's parser lets through) was taken for the key `abc`.
   it.each(['\n!', '!\n', '\u00a0abc', 'abc\u00a0', '\ufeffabc', '\u000babc', '\u2028"abc"'])('refuses %j: only SP and HTAB surround a field value', (value) => {

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/client/backoff.js';
 import { createIdempotentFetch } from '../../src/client/index.js';
-import { anyUtf16, fuzz, fuzzAsync } from './fuzz.js';
+import { anyUtf16, fuzz, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';
 
 /** Date.parse's range: ±8.64e15 ms around the epoch. */
 const DATE_LIMIT = 8.64e15;
@@ -46,7 +46,7 @@ function checkWait(wait: number | undefined): void {
   expect(wait).toBeLessThanOrEqual(MAX_RETRY_AFTER_MS);
 }
 
-describe('fuzz: Retry-After', () => {
+describe('fuzz: Retry-After', FUZZ_TIMEOUT, () => {
   it('is a finite, non-negative, capped wait in ms, or none', () => {
     fuzz(
       fc.property(retryAfter, now, (value, at) => {
@@ -112,7 +112,7 @@ describe('fuzz: Retry-After', () => {
   });
 });
 
-describe('fuzz regressions: Retry-After', () => {
+describe('fuzz regressions: Retry-After', FUZZ_TIMEOUT, () => {
   // Found by 'is a finite, non-negative, capped wait': 400 digits of delay-seconds were Infinity
   // ms, and 22 digits 1e+24 ms, which the client would have slept on with maxRetryAfter: Infinity.
   it.each(['9'.repeat(400), '1'.padEnd(22, '0'), '2147484'])('caps %j at MAX_RETRY_AFTER_MS', (value) => {

@@ -9,7 +9,7 @@ import { InvalidOptionError } from '../../src/core/errors.js';
 import { WebhookVerificationError } from '../../src/messaging/errors.js';
 import { MIN_SECRET_BYTES, signWebhook, verifyWebhook, webhookKeys } from '../../src/messaging/webhook-verify.js';
 import type { HeadersLike } from '../../src/messaging/webhook-verify.js';
-import { anyUtf16, fuzz, thrown } from './fuzz.js';
+import { anyUtf16, fuzz, FUZZ_TIMEOUT, thrown } from './fuzz.js';
 
 const NOW_MS = 1_700_000_000_000;
 const NOW_SEC = NOW_MS / 1000;
@@ -35,7 +35,7 @@ function verify(headers: HeadersLike, payload: string | Uint8Array, secret: Uint
   return error === undefined ? 'verified' : error.reason;
 }
 
-describe('fuzz: webhook signature', () => {
+describe('fuzz: webhook signature', FUZZ_TIMEOUT, () => {
   it('answers arbitrary headers and bodies with a verified event or the typed refusal', () => {
     fuzz(
       fc.property(headerField, headerField, headerField, body, secretBytes, fc.boolean(), (id, stamp, signature, payload, secret, fetchHeaders) => {
