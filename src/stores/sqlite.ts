@@ -1,4 +1,4 @@
-import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   AdministrableStore,
@@ -19,6 +19,7 @@ import { gateFor } from '../drivers/connection-gate.js';
 import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 import { BEGIN } from '../drivers/sqlite.js';
 import { sqliteAdmin } from './sqlite-admin.js';
+import { headersProblem, statusProblem } from './stored-response.js';
 
 export type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 
@@ -283,24 +284,19 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   function claimNow(ref: RecordRef, fp: string, o: ClaimOptions): Claim {
     for (let attempt = 0; attempt < 3; attempt++) {
       const time = now();
-      const row = select.get(ref) as Row | undefined;
+      const row = readRow(ref, table, select.get(ref));
       if (row && !isExpired(row, time)) {
         if (row.fingerprint !== fp) return { kind: 'mismatch' };
-        if (row.state === 'completed') return { kind: 'completed', response: toResponse(row) };
+        if (row.state === 'completed') return { kind: 'completed', response: toResponse(ref, table, row) };
         if (row.lease_until > time) return { kind: 'in_flight', retryAfterMs: row.lease_until - time };
       }
       const token = newOwnerToken();
       const won = upsert.get({ scope: ref.scope, key: ref.key, fp, token, now: time, lease: o.leaseMs, window: o.windowMs }) as
-        | { attempt: number; recovery_point: string | null; recovery_data: string | null }
+        | { attempt: unknown; recovery_point: unknown; recovery_data: unknown }
         | undefined;
       if (won) {
-        return {
-          kind: 'acquired',
-          token,
-          takeover: won.attempt > 1,
-          resumeFrom: won.recovery_point ?? undefined,
-          recoveryData: won.recovery_data === null ? undefined : JSON.parse(won.recovery_data),
-        };
+        const { resumeFrom, recoveryData } = recovery(ref, table, won);
+        return { kind: 'acquired', token, takeover: Number(won.attempt) > 1, resumeFrom, recoveryData };
       }
       // Another process changed the record between the read and the upsert: classify again.
     }
@@ -331,13 +327,18 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     checkpoint: (ref, token, point, data) => gated(ref, () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
     complete: (ref, token, response) => gated(ref, () => fenced(complete, completeParams(ref, token, response))),
     release: (ref, token) => gated(ref, () => fenced(release, { scope: ref.scope, key: ref.key, token })),
-    get: (ref) => gated(ref, () => toRecord(ref, select.get(ref) as Row | undefined)),
+    get: (ref) => gated(ref, () => toRecord(ref, table, readRow(ref, table, select.get(ref)))),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
     admin: sqliteAdmin(db, table, now),
     async listAbandoned(limit = 100) {
       const max = checkInteger('limit', limit, { default: 100, min: 1 });
-      const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Row & RecordRef>);
-      return rows.map((row) => toRecord({ scope: row.scope, key: row.key }, row)!);
+      const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Record<string, unknown>>);
+      return rows.map((raw) => {
+        const { scope, key } = raw;
+        if (typeof scope !== 'string' || typeof key !== 'string') throw new CorruptRecordError(`sqlite store: a record in ${table} has a scope or key that is not text`);
+        const ref = { scope, key };
+        return toRecord(ref, table, readRow(ref, table, raw))!;
+      });
     },
     async beginTransaction(): Promise<StoreTransaction<DB>> {
       const connection = ownConnection();
@@ -394,17 +395,86 @@ function isExpired(row: Row, time: number): boolean {
   return row.expires_at <= time && (row.state === 'completed' || row.lease_until <= time);
 }
 
-function toResponse(row: Row): StoredResponse {
+function corrupt(ref: RecordRef, table: string, what: string, cause?: unknown): CorruptRecordError {
+  return new CorruptRecordError(
+    `sqlite store: the record for key ${JSON.stringify(ref.key)} in scope ${JSON.stringify(ref.scope)} (table ${table}) is corrupt: ${what}`,
+    { cause },
+  );
+}
+
+/**
+ * The row as the store wrote it, or a CorruptRecordError. SQLite stores any value in any column
+ * (a table that is not STRICT), so every column is checked: a text in `body` or a real in `status`
+ * must not become a replay.
+ */
+function readRow(ref: RecordRef, table: string, raw: unknown): Row | undefined {
+  if (raw === undefined) return undefined;
+  const row = raw as Record<string, unknown>;
+  const integer = (column: string): number => {
+    const value = row[column];
+    const n = typeof value === 'bigint' ? Number(value) : value;
+    if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw corrupt(ref, table, `${column} is not an integer`);
+    return n;
+  };
+  const optionalText = (column: string): string | null => {
+    const value = row[column];
+    if (value !== null && typeof value !== 'string') throw corrupt(ref, table, `${column} is not text`);
+    return value;
+  };
+  const { state, fingerprint, body } = row;
+  if (state !== 'in_flight' && state !== 'completed') throw corrupt(ref, table, `state is ${JSON.stringify(state)}`);
+  if (typeof fingerprint !== 'string') throw corrupt(ref, table, 'fingerprint is not text');
+  const omitted = integer('body_omitted');
+  if (omitted !== 0 && omitted !== 1) throw corrupt(ref, table, 'body_omitted is neither 0 nor 1');
+  if (body !== null && !(body instanceof Uint8Array)) throw corrupt(ref, table, 'body is not a blob');
   return {
-    status: row.status ?? 0,
-    headers: JSON.parse(row.headers ?? '[]') as Array<[string, string]>,
-    body: row.body_omitted ? null : new Uint8Array(row.body ?? new Uint8Array(0)),
-    bodyOmitted: row.body_omitted === 1,
+    state,
+    fingerprint,
+    lease_until: integer('lease_until'),
+    expires_at: integer('expires_at'),
+    recovery_point: optionalText('recovery_point'),
+    recovery_data: optionalText('recovery_data'),
+    status: row.status === null ? null : integer('status'),
+    headers: optionalText('headers'),
+    body,
+    body_omitted: omitted,
   };
 }
 
-function toRecord(ref: RecordRef, row: Row | undefined): IdempotencyRecord | undefined {
+function recovery(ref: RecordRef, table: string, row: { recovery_point: unknown; recovery_data: unknown }): { resumeFrom?: string; recoveryData?: unknown } {
+  const { recovery_point: point, recovery_data: data } = row;
+  if (point !== null && typeof point !== 'string') throw corrupt(ref, table, 'recovery_point is not text');
+  if (data !== null && typeof data !== 'string') throw corrupt(ref, table, 'recovery_data is not text');
+  return { resumeFrom: point ?? undefined, recoveryData: data === null ? undefined : parseJson(ref, table, 'recovery_data', data) };
+}
+
+function parseJson(ref: RecordRef, table: string, column: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw corrupt(ref, table, `${column} is not valid JSON`, error);
+  }
+}
+
+function toResponse(ref: RecordRef, table: string, row: Row): StoredResponse {
+  const problem = statusProblem(row.status) ?? (row.headers === null ? 'headers is missing' : undefined);
+  if (problem !== undefined) throw corrupt(ref, table, problem);
+  const headers = parseJson(ref, table, 'headers', row.headers!);
+  const headerProblem = headersProblem(headers);
+  if (headerProblem !== undefined) throw corrupt(ref, table, headerProblem);
+  const omitted = row.body_omitted === 1;
+  return {
+    status: row.status!,
+    headers: headers as Array<[string, string]>,
+    // A copy: better-sqlite3's Buffer may be pooled.
+    body: omitted ? null : new Uint8Array(row.body ?? new Uint8Array(0)),
+    bodyOmitted: omitted,
+  };
+}
+
+function toRecord(ref: RecordRef, table: string, row: Row | undefined): IdempotencyRecord | undefined {
   if (!row) return undefined;
+  const { resumeFrom, recoveryData } = recovery(ref, table, row);
   return {
     scope: ref.scope,
     key: ref.key,
@@ -412,8 +482,8 @@ function toRecord(ref: RecordRef, row: Row | undefined): IdempotencyRecord | und
     fingerprint: row.fingerprint,
     leaseUntil: row.lease_until,
     expiresAt: row.expires_at,
-    recoveryPoint: row.recovery_point ?? undefined,
-    recoveryData: row.recovery_data === null ? undefined : JSON.parse(row.recovery_data),
-    response: row.state === 'completed' ? toResponse(row) : undefined,
+    recoveryPoint: resumeFrom,
+    recoveryData,
+    response: row.state === 'completed' ? toResponse(ref, table, row) : undefined,
   };
 }

@@ -145,7 +145,7 @@ describe('fuzz: Idempotency-Key header', FUZZ_TIMEOUT, () => {
     try {
       await fuzzAsync(
         fc.asyncProperty(fc.array(fc.oneof(bareKey, printableKey.map(sfString), headerValue), { minLength: 0, maxLength: 3 }), async (values) => {
-          if (values.some((value) => /[^\x00-\xff]/.test(value))) return; // not one byte per character
+          if (values.some((value) => [...value].some((c) => c.charCodeAt(0) > 0xff))) return; // not one byte per character
           const path = `/${++id}`;
           const lines = values.map((value, i) => `${i % 2 === 0 ? 'Idempotency-Key' : 'idempotency-key'}: ${value}\r\n`).join('');
           await rawRequest(port, `POST ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n${lines}\r\n`);
