@@ -53,6 +53,14 @@ BEGIN
     t_now := clock_timestamp();
     -- A replay, an in-flight answer or a mismatch costs this read and no write.
     SELECT * INTO cur FROM "public"."idempotency_records" r WHERE r.scope = p_scope AND r.key = p_key;
+    -- A record this function cannot decide on (an unknown state, an infinite time: a hand edit,
+    -- a damaged restore) would loop to the racing error below or stop the retry-after arithmetic:
+    -- the client reports it as corrupt instead.
+    IF FOUND AND cur.state NOT IN ('in_flight', 'completed') THEN
+      RAISE EXCEPTION 'idemkit corrupt record: state is %', to_json(cur.state) USING ERRCODE = 'XX001';
+    ELSIF FOUND AND NOT (isfinite(cur.lease_until) AND isfinite(cur.expires_at)) THEN
+      RAISE EXCEPTION 'idemkit corrupt record: lease_until or expires_at is not a finite time' USING ERRCODE = 'XX001';
+    END IF;
     IF FOUND AND NOT (cur.expires_at <= t_now AND (cur.state = 'completed' OR cur.lease_until <= t_now)) THEN
       IF cur.fingerprint <> p_fingerprint THEN
         outcome := 'mismatch';

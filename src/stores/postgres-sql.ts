@@ -12,6 +12,11 @@ const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 /** PostgreSQL cuts names at 63 bytes; the table leaves room for the derived `_expires_at` index name. */
 const MAX_TABLE_LENGTH = 63 - '_expires_at'.length;
 
+/** The SQLSTATE (data_corrupted) the claim function raises for a record it cannot decide on. */
+export const DATA_CORRUPTED = 'XX001';
+/** What its message starts with; the rest says what is wrong. */
+export const CORRUPT_PREFIX = 'idemkit corrupt record: ';
+
 /** 'idemkit' in ASCII as a bigint: every idemkit migration on a database runs one at a time. */
 const MIGRATION_LOCK = '29665259344849268';
 
@@ -131,6 +136,14 @@ BEGIN
     t_now := clock_timestamp();
     -- A replay, an in-flight answer or a mismatch costs this read and no write.
     SELECT * INTO cur FROM ${t} r WHERE r.scope = p_scope AND r.key = p_key;
+    -- A record this function cannot decide on (an unknown state, an infinite time: a hand edit,
+    -- a damaged restore) would loop to the racing error below or stop the retry-after arithmetic:
+    -- the client reports it as corrupt instead.
+    IF FOUND AND cur.state NOT IN ('in_flight', 'completed') THEN
+      RAISE EXCEPTION '${CORRUPT_PREFIX}state is %', to_json(cur.state) USING ERRCODE = '${DATA_CORRUPTED}';
+    ELSIF FOUND AND NOT (isfinite(cur.lease_until) AND isfinite(cur.expires_at)) THEN
+      RAISE EXCEPTION '${CORRUPT_PREFIX}lease_until or expires_at is not a finite time' USING ERRCODE = '${DATA_CORRUPTED}';
+    END IF;
     IF FOUND AND NOT ${expired('cur', 't_now')} THEN
       IF cur.fingerprint <> p_fingerprint THEN
         outcome := 'mismatch';

@@ -16,7 +16,8 @@ import { checkInteger, optionReader } from '../core/option-reader.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
 import { postgresAdmin } from './postgres-admin.js';
-import { checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
+import { CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
+import { headersProblem, statusProblem } from './stored-response.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
 
@@ -155,7 +156,15 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
       checkPostgresRef(ref);
       const token = newOwnerToken();
-      const { rows } = await run(pool, 'claim', sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]);
+      let rows: readonly unknown[];
+      try {
+        ({ rows } = await pool.query(sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]));
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code === DATA_CORRUPTED) {
+          throw new RowReader(ref, where, undefined).corrupt(String((error as Error).message).replace(CORRUPT_PREFIX, ''));
+        }
+        throw unavailable('claim', where, error);
+      }
       return toClaim(new RowReader(ref, where, rows[0] as ClaimRow | undefined), token);
     },
     async renew(ref, token, leaseMs) {
@@ -286,9 +295,8 @@ function toClaim(row: RowReader<ClaimRow>, token: string): Claim {
 function toResponse(row: RowReader<ClaimRow>): StoredResponse {
   const status = row.integer('status');
   const headers = row.json('headers');
-  if (!Array.isArray(headers) || !headers.every((h) => Array.isArray(h) && h.length === 2 && h.every((v) => typeof v === 'string'))) {
-    throw row.corrupt('headers is not a list of [name, value] pairs');
-  }
+  const problem = statusProblem(status) ?? headersProblem(headers);
+  if (problem !== undefined) throw row.corrupt(problem);
   const omitted = row.get('body_omitted');
   if (typeof omitted !== 'boolean') throw row.corrupt('body_omitted is not a boolean');
   const body = row.get('body');

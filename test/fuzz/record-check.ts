@@ -5,7 +5,7 @@
  */
 import { expect } from 'vitest';
 import { CorruptRecordError } from '../../src/core/errors.js';
-import type { StoredResponse } from '../../src/core/store.js';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 
 export const GOOD_RESPONSE: StoredResponse = {
   status: 201,
@@ -68,4 +68,37 @@ export function checkReplay(response: StoredResponse, expected: StoredResponse |
 /** Every decoded time is a safe integer. */
 export function checkTimes(...times: number[]): void {
   for (const time of times) expect(Number.isSafeInteger(time)).toBe(true);
+}
+
+/**
+ * Claims and reads a corrupted record (ref, fingerprint 'fp') and checks both answers; `held` reads
+ * what the row holds now, as a response. Answers whether either call refused with the typed error.
+ */
+export async function checkCorrupted(
+  store: IdempotencyStore,
+  ref: RecordRef,
+  held: () => Promise<StoredResponse | 'invalid'>,
+): Promise<boolean> {
+  let refused = false;
+  const before = await held();
+  const claim = await settle(() => store.claim(ref, 'fp', CLAIM_OPTIONS));
+  if (claim instanceof CorruptRecordError) refused = true;
+  else if (claim.kind === 'completed') checkReplay(claim.response, before);
+  else if (claim.kind === 'in_flight') expect(Number.isFinite(claim.retryAfterMs) && claim.retryAfterMs > 0).toBe(true);
+  // A claim that took the record over rewrote it: read what is there now.
+  const record = await settle(() => store.get(ref));
+  if (record instanceof CorruptRecordError) return true;
+  if (record === undefined) return refused;
+  expect(['in_flight', 'completed']).toContain(record.state);
+  expect(typeof record.fingerprint).toBe('string');
+  checkTimes(record.leaseUntil, record.expiresAt);
+  if (record.state === 'completed') checkReplay(record.response!, await held());
+  return refused;
+}
+
+/** Claims `ref` with fingerprint 'fp' and completes it with GOOD_RESPONSE. */
+export async function completeGood(store: IdempotencyStore, ref: RecordRef): Promise<void> {
+  const claim = await store.claim(ref, 'fp', CLAIM_OPTIONS);
+  if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+  await store.complete(ref, claim.token, GOOD_RESPONSE);
 }
