@@ -19,6 +19,7 @@ import { isDuplicateKey } from '../drivers/mysql.js';
 import { mysqlAdmin } from './mysql-admin.js';
 import { Connections } from './mysql-connections.js';
 import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
+import { headersProblem, statusProblem } from './stored-response.js';
 
 export type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
 /** The pooled connection the store uses (release, destroy): the name it had before `MysqlPoolConnection`. */
@@ -309,16 +310,14 @@ function parseJson(ref: RecordRef, table: string, column: string, value: unknown
 }
 
 function parseResponse(ref: RecordRef, table: string, raw: Record<string, unknown>): StoredResponse {
-  const status = Number(raw.status);
-  if (raw.status === null || !Number.isInteger(status) || status < 100 || status > 999) {
-    throw corrupt(ref, table, `status ${String(raw.status)} is not an HTTP status`);
-  }
+  const status = raw.status === null ? NaN : Number(raw.status);
+  if (statusProblem(status) !== undefined) throw corrupt(ref, table, `status ${String(raw.status)} is not an HTTP status`);
   const headers = parseJson(ref, table, 'headers', raw.headers);
-  const wellFormed =
-    Array.isArray(headers) &&
-    headers.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === 'string' && typeof h[1] === 'string');
-  if (!wellFormed) throw corrupt(ref, table, 'headers is not a list of [name, value] pairs');
-  const omitted = Number(raw.body_omitted) === 1;
+  const headerProblem = headersProblem(headers);
+  if (headerProblem !== undefined) throw corrupt(ref, table, headerProblem);
+  const omittedFlag = Number(raw.body_omitted);
+  if (omittedFlag !== 0 && omittedFlag !== 1) throw corrupt(ref, table, `body_omitted ${String(raw.body_omitted)} is neither 0 nor 1`);
+  const omitted = omittedFlag === 1;
   if (!omitted && !Buffer.isBuffer(raw.body)) throw corrupt(ref, table, 'the body is missing');
   return {
     status,
