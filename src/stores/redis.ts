@@ -14,6 +14,7 @@ import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW }
 /** Every script the store runs: what `verify()` loads on each master. */
 const SCRIPTS: readonly LuaScript[] = [CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP];
 import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
+import { headersProblem, isHttpStatus } from './stored-response.js';
 
 export type { RedisArgument } from '../drivers/redis.js';
 
@@ -514,10 +515,10 @@ function parseJson(value: unknown, field: string, at: Corrupt): unknown {
 
 /** [status, headers, body, body_omitted] as the scripts reply them, or as the record holds them. */
 function parseResponse([status, headers, body, omitted]: unknown[], at: Corrupt): StoredResponse {
-  if (typeof status !== 'number' || !Number.isInteger(status) || status < 100 || status > 999) throw at('status is not an HTTP status code');
+  if (!isHttpStatus(status)) throw at('status is not an HTTP status code');
   const pairs = parseJson(headers, 'headers', at);
-  const valid = Array.isArray(pairs) && pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((s) => typeof s === 'string'));
-  if (!valid) throw at('headers is not a list of [name, value] pairs');
+  const headersWrong = headersProblem(pairs);
+  if (headersWrong !== undefined) throw at(headersWrong);
   if (omitted !== 0 && omitted !== 1) throw at('body_omitted is neither 0 nor 1');
   if (omitted === 0 && !Buffer.isBuffer(body)) throw at('body is missing');
   return {

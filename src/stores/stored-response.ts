@@ -10,9 +10,14 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What a header value may hold, as Node's http module checks it (WHATWG Headers takes the same). */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/** Why a stored status cannot be replayed, or undefined when it is an HTTP status code (100 to 999). */
+/** True for an HTTP status code a response can be answered with (100 to 999, as Node's writeHead takes). */
+export function isHttpStatus(status: unknown): status is number {
+  return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 999;
+}
+
+/** Why a stored status cannot be replayed, or undefined when it is an HTTP status code. */
 export function statusProblem(status: unknown): string | undefined {
-  return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 999 ? undefined : 'status is not an HTTP status code';
+  return isHttpStatus(status) ? undefined : 'status is not an HTTP status code';
 }
 
 /** Why stored headers (the decoded JSON) cannot be replayed, or undefined for a list of valid [name, value] pairs. */
