@@ -171,6 +171,7 @@ describe('fuzz: Idempotency-Key header', FUZZ_TIMEOUT, () => {
   });
 
   it('reads through a WHATWG Headers as through the parser, and refuses repeated valid keys', () => {
+    // A 10,000-run run met `\n" "`: the key " " through Headers, which trims the line feed first.
     fuzz(
       fc.property(fc.array(fc.oneof(bareKey, printableKey.map(sfString), headerValue), { minLength: 1, maxLength: 3 }), (values) => {
         const headers = new Headers();
@@ -180,7 +181,8 @@ describe('fuzz: Idempotency-Key header', FUZZ_TIMEOUT, () => {
           return; // Headers refuses the value itself (NUL, CR, LF, beyond Latin-1): nothing reaches the parser.
         }
         const answer = parsed(headers.get(HEADER)!);
-        if (values.length === 1) expect(answer).toEqual(parsed(values[0]!));
+        // Headers normalises a value by dropping HTTP whitespace (CR, LF too) at its ends (Fetch §2.2).
+        if (values.length === 1) expect(answer).toEqual(parsed(values[0]!.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '')));
         // Only valid keys: two halves of one quoted string ("a, b") would join into a valid one.
         else if (values.every((value) => reference(value) !== 'invalid')) expect(answer).toBe('invalid');
       }),

@@ -81,11 +81,11 @@ describe.skipIf(!up)('fuzz: postgres store records', FUZZ_TIMEOUT, () => {
     expect(refused).toBeGreaterThan(0);
   });
 
-  // Found by the property above: a status no HTTP response has, and a header name or value
-  // Node's setHeader throws on, were replayed (the adapter then crashed on writeHead/setHeader);
-  // an infinite lease_until stopped the claim function ("cannot subtract infinite timestamps"),
-  // and an unknown state made it loop to its "kept racing" error: both reported as an outage
-  // (503, retry) for ever.
+  // Found by the property above: an infinite lease_until stopped the claim function ("cannot
+  // subtract infinite timestamps"), and an unknown state made it loop to its "kept racing" error,
+  // both reported as an outage (503, retry) for ever. Found by reading the decoders, and covered
+  // by the property: a status no HTTP response has, and a header name or value, that Node's
+  // writeHead and setHeader throw on (ERR_HTTP_INVALID_STATUS_CODE, ERR_INVALID_HTTP_TOKEN), were replayed.
   it.each([
     ['status', 0, 'integer', /status is not an HTTP status code/],
     ['status', 42_000, 'integer', /status is not an HTTP status code/],

@@ -132,8 +132,9 @@ describe.skipIf(!up)('fuzz: redis store records', FUZZ_TIMEOUT, () => {
     expect(refused).toBeGreaterThan(0);
   });
 
-  // Found by the property above: a header name or value Node's setHeader throws on was replayed
-  // (from the SET NX GET reply and from the scripts' replies alike), and the adapter then crashed.
+  // Found by the property above: a header name or value Node's setHeader throws on
+  // (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR; the first case was one DEL byte in a value) was
+  // replayed, from the SET NX GET reply and from the scripts' replies alike.
   it.each([['[["a b","x"]]', /header name "a b"/], ['[["a","x\\ny"]]', /characters HTTP forbids/]])(
     'regression: headers %s is a CorruptRecordError on claim and get',
     async (headers, reason) => {
