@@ -28,6 +28,7 @@ describe('package exports', () => {
       './hono',
       './express',
       './fastify',
+      './nest',
       './stores/postgres',
       './stores/redis',
       './stores/mysql',
@@ -154,5 +155,15 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     expect(semver.satisfies(installed, pkg.peerDependencies['@opentelemetry/api']!)).toBe(true);
     const importers = spawnSync('grep', ['-rl', '@opentelemetry/', join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
     expect(importers.map((file) => file.slice(root.length + 1))).toEqual(['src/otel/index.ts']);
+  });
+  it('NestJS and RxJS are optional peers that only `idemkit/nest` imports (issue 18, item 1)', () => {
+    for (const name of ['@nestjs/common', '@nestjs/core', 'rxjs']) {
+      expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
+      // The range takes the version the repository is tested with (Nest 11: Nest 12 needs Node 22).
+      const installed = (JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+      expect(semver.satisfies(installed, pkg.peerDependencies[name]!), `${name}@${installed}`).toBe(true);
+    }
+    const importers = spawnSync('grep', ['-rlE', "from '(@nestjs/|rxjs)", join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
+    expect(importers.every((file) => file.slice(root.length + 1).startsWith('src/nest/')), importers.join(', ')).toBe(true);
   });
 });

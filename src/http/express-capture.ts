@@ -28,6 +28,11 @@ export interface Exchange {
   state: 'running' | 'finishing' | 'done';
   /** The status and headers the held chunks were written under (see `heldUnder`). */
   head?: Head;
+  /**
+   * Set when the answer is the framework's answer to a thrown error (idemkit/nest sees the
+   * handler's error pass its interceptor); Express's error handlers are out of the middleware's sight.
+   */
+  threw?: boolean;
 }
 
 interface Head {
@@ -244,12 +249,12 @@ async function deliver(res: ServerResponse, exchange: Exchange, execution: Execu
   const { statusCode: status, statusMessage } = res;
   const headers = res.getHeaders();
   const body = exchange.chunks.length === 1 ? exchange.chunks[0]! : Buffer.concat(exchange.chunks);
-  // Express sends a thrown error to its error handlers, out of our sight: `threw` stays false.
-  // That costs nothing in practice: Stripe semantics store 500s anyway, and in transactional
-  // mode Execution.finish treats any 5xx as a failure and rolls back.
+  // Express sends a thrown error to its error handlers, out of the middleware's sight: `threw`
+  // stays false there. That costs nothing in practice: Stripe semantics store 500s anyway, and in
+  // transactional mode Execution.finish treats any 5xx as a failure and rolls back.
   let replacement;
   try {
-    replacement = await execution.finish(status, headers, body, false);
+    replacement = await execution.finish(status, headers, body, exchange.threw === true);
   } catch (error) {
     exchange.engine.options.onError(error);
     exchange.state = 'done';

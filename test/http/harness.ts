@@ -31,8 +31,8 @@
  *     framework runs routes synchronously: Express 4 ignores a route's promise);
  *   - `POST /partial`: executions++; starts a `text/plain` body with `PARTIAL_CHUNK`, then fails in
  *     the framework's own idiom: Express `res.write(PARTIAL_CHUNK)` then throws; Fastify sends a
- *     stream that yields `PARTIAL_CHUNK` then errors; Web and Hono return a `Response` whose body
- *     stream does the same.
+ *     stream that yields `PARTIAL_CHUNK` then errors; Nest returns a `StreamableFile` of such a
+ *     stream; Web and Hono return a `Response` whose body stream does the same.
  *
  * An app also says, in `TestApp.quirks`, where its framework's own rules give another answer
  * than the matrix expects of the others.
@@ -60,6 +60,14 @@ export interface FrameworkQuirks {
    * error, go on to the next route": the answer is the framework's 404, not a 500.
    */
   readonly falsyThrowIsNext?: boolean;
+  /**
+   * The status of the answer to a body stream that fails before its headers went out, when the
+   * framework gives it another than 500: Nest on Express answers a failing `StreamableFile` with
+   * 400 "Bad Request" (StreamableFile's own error handler, whenever `headersSent` is false, which
+   * it always is while idemkit holds the answer back). The answer is still replaced whole, stored
+   * and replayed byte for byte.
+   */
+  readonly failedStreamStatus?: number;
 }
 
 /** What `POST /throw-value/:kind` throws. */
