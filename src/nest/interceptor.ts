@@ -13,6 +13,13 @@ import type { NestRequest } from './reader.js';
 import { nodeRequest, nodeResponse } from './reader.js';
 import type { IdempotencyRoutes, ProtectedRoute } from './routes.js';
 
+/**
+ * Nest's mark on a request whose pipes refused it (ValidationPipe, ParseIntPipe…), so that its
+ * handler never ran: a registered symbol, read without importing Nest's internals (absent before
+ * Nest marks it, when such a refusal is stored like any answer).
+ */
+const REJECTED_BY_PIPES = Symbol.for('nestjs:rejected-by-pipes');
+
 /** The context of each request a handler runs under, found from the request Nest hands out. */
 const contexts = new WeakMap<object, IdempotencyContext>();
 
@@ -66,8 +73,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
         contexts.set(request, execution.context);
         return next.handle().pipe(
           catchError((error: unknown) => {
-            // The answer about to be written is an exception filter's answer to this error.
-            exchange.threw = true;
+            // Refused by a pipe, the handler did not run: nothing happened, so the key is given
+            // back (as for a guard's refusal) and the pipe's 400 goes out unstored.
+            if ((request as { [REJECTED_BY_PIPES]?: boolean })[REJECTED_BY_PIPES] === true) execution.context.discard();
+            // Otherwise the answer about to be written is an exception filter's answer to this error.
+            else exchange.threw = true;
             return throwError(() => error);
           }),
         );

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CanActivate, ExecutionContext, Type } from '@nestjs/common';
-import { Controller, Header, HttpCode, HttpException, HttpStatus, Inject, Module, Post, Res, UseGuards } from '@nestjs/common';
+import { Controller, Header, HttpCode, HttpException, HttpStatus, Inject, Module, Param, ParseIntPipe, Post, Res, UseGuards } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { NestExpressApplication } from '@nestjs/platform-express';
@@ -105,6 +105,13 @@ class RoutesController {
   @Idempotent()
   ownAnswer(@Res() response: { status(code: number): { send(body: string): unknown } }) {
     response.status(207).send(`runs=${++this.counter.runs}`);
+  }
+
+  @Post('count/:n')
+  @Idempotent()
+  count(@Param('n', ParseIntPipe) n: number) {
+    this.counter.runs++;
+    return { n };
   }
 
   @Post('context')
@@ -242,6 +249,21 @@ describe.each(['express', 'fastify'] as const)('idemkit/nest on %s', (platform) 
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     // The scope hook read what the guard set on the request.
     expect((await store.get({ scope: 'tenant-a', key: k }))?.state).toBe('completed');
+    expect(counter.runs).toBe(1);
+  });
+
+  it('gives the key back when a pipe refuses the request (the handler never ran): its 400 is not stored', async () => {
+    const k = key();
+    const refused = await post(app, '/routes/count/x', { key: k });
+    expect(refused.status).toBe(400);
+    expect(await store.get({ scope: '', key: k })).toBeUndefined();
+    const again = await post(app, '/routes/count/x', { key: k });
+    expect(again.status).toBe(400);
+    expect(again.headers.get('idempotent-replayed')).toBeNull();
+    // A request the handler ran is stored as usual.
+    const k2 = key();
+    expect((await post(app, '/routes/count/7', { key: k2 })).status).toBe(201);
+    expect((await post(app, '/routes/count/7', { key: k2 })).headers.get('idempotent-replayed')).toBe('true');
     expect(counter.runs).toBe(1);
   });
 
