@@ -225,6 +225,10 @@ beforeAll(() => {
         isolatedModules: true,
         noEmit: true,
         skipLibCheck: true,
+        // What a NestJS project has (`nest new`): the docs/nest.md blocks use Nest's decorators,
+        // which are legacy (experimental) decorators, parameter decorators included.
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
       },
       include: ['*.ts'],
     }),
