@@ -6,6 +6,7 @@ import pg from 'pg';
 import type Database from 'better-sqlite3';
 import { idempotency as expressIdempotency } from 'idemkit/express';
 import { idempotency as fastifyIdempotency } from 'idemkit/fastify';
+import { idempotencyContext } from 'idemkit/nest';
 import { postgresStore } from 'idemkit/stores/postgres';
 
 const store = postgresStore({ pool: new pg.Pool() });
@@ -36,3 +37,10 @@ fastify.post('/pay', async (request) => {
   await client.query('SELECT 1');
   return { wrong: String(wrong) };
 });
+
+// NestJS: `idempotencyContext(request)` (what `@IdempotencyCtx()` gives) is typed by the registration too.
+const nestRequest = {};
+const nestClient: pg.PoolClient | undefined = idempotencyContext(nestRequest)?.tx;
+// @ts-expect-error -- and on NestJS.
+const nestWrong: Database.Database | undefined = idempotencyContext(nestRequest)?.tx;
+void [nestClient, nestWrong];
