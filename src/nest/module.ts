@@ -1,4 +1,4 @@
-import type { DynamicModule, ExecutionContext, ModuleMetadata, Provider } from '@nestjs/common';
+import type { DynamicModule, ExecutionContext, InjectionToken, ModuleMetadata, OptionalFactoryDependency, Provider } from '@nestjs/common';
 import { Module, SetMetadata, createParamDecorator } from '@nestjs/common';
 import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { IdempotencyStore } from '../core/store.js';
@@ -25,7 +25,8 @@ export interface IdempotencyModuleAsyncOptions {
   /** Modules that export what `inject` names. */
   readonly imports?: ModuleMetadata['imports'];
   /** The tokens whose values the factory receives, in order. */
-  readonly inject?: ReadonlyArray<Parameters<typeof Reflect.get>[1] | (abstract new (...args: never[]) => unknown) | symbol | string>;
+  readonly inject?: ReadonlyArray<InjectionToken | OptionalFactoryDependency>;
+  /** Receives the values of `inject`, in its order. */
   readonly useFactory: (...deps: never[]) => IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
 }
 
@@ -43,7 +44,7 @@ export class IdempotencyModule {
 
   static forRootAsync(options: IdempotencyModuleAsyncOptions): DynamicModule {
     const { imports = [], inject = [], useFactory } = options;
-    return IdempotencyModule.with(imports, { provide: IDEMPOTENCY_OPTIONS, useFactory, inject: [...inject] as never[] });
+    return IdempotencyModule.with(imports, { provide: IDEMPOTENCY_OPTIONS, useFactory, inject: [...inject] });
   }
 
   private static with(imports: NonNullable<ModuleMetadata['imports']>, options: Provider): DynamicModule {
