@@ -12,7 +12,7 @@ type Callback = () => void;
  * response's own methods are shadowed, and only until that `end`.
  */
 export function answerInstead(response: object, res: ServerResponse, drop: readonly string[], answer: (res: ServerResponse) => void): void {
-  const before: OutgoingHttpHeaders = { ...(response as { getHeaders?: () => OutgoingHttpHeaders }).getHeaders?.(), ...res.getHeaders() };
+  const before: OutgoingHttpHeaders = Object.assign({}, (response as { getHeaders?: () => OutgoingHttpHeaders }).getHeaders?.(), res.getHeaders());
   // What describes a representation (the handler's, which is not sent) goes; the answer sets its own.
   for (const name of [...drop, 'content-type']) delete before[name];
   const own = res as unknown as Record<string, unknown>;

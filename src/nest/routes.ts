@@ -70,13 +70,13 @@ export class IdempotencyRoutes {
     const own = reflect.getMetadata(IDEMPOTENT_METADATA, handler) as IdempotentConfig | undefined;
     const inherited = reflect.getMetadata(IDEMPOTENT_METADATA, controller) as IdempotentConfig | undefined;
     if (own === false || (own === undefined && (inherited === undefined || inherited === false))) return null;
-    const config = { ...(inherited || {}), ...own };
+    const config: Exclude<IdempotentConfig, false> = Object.assign({}, inherited || {}, own);
     const name = `${(controller as { name?: string }).name ?? 'a controller'}.${handler.name}`;
     const overrides: Record<string, unknown> = {};
     for (const option of ROUTE_OPTIONS) if (config[option] !== undefined) overrides[option] = config[option];
     const naming = { path: '@Idempotent()', suffix: ` of ${name}` };
     const engine = Object.keys(overrides).length === 0 ? this.engine : this.engine.withOverrides(overrides, naming);
-    const reader = config.required === undefined ? nestReader : { ...nestReader, required: config.required };
+    const reader = config.required === undefined ? nestReader : Object.assign({}, nestReader, { required: config.required });
     return { engine, reader, answersItself: answersItself(controller, handler.name), name };
   }
 }
