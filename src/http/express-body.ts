@@ -1,8 +1,8 @@
-import type { IncomingMessage } from 'node:http';
 import type { Request } from 'express';
 import type { RequestBody } from '../core/engine.js';
-import { BodyNotKeptError, BodyTooLargeError, RequestAbortedError } from '../core/errors.js';
+import { BodyNotKeptError } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
+import { checkLimit, parseBody, readLimited } from './node-body.js';
 
 /** Body-parser's private "already parsed" flag; setting it makes express.json() & co. skip the request. */
 export type ParsedRequest = Request & { _body?: boolean };
@@ -43,55 +43,5 @@ export function requestBody(req: ParsedRequest, limit: number): ExpressBody | Pr
     const parsed = parseBody(raw, contentType, json);
     req.body = parsed;
     return json ? { body: raw, parsedJson: { value: parsed }, readHere: true } : { body: raw, readHere: true };
-  });
-}
-
-function checkLimit(bytes: Buffer, limit: number): Buffer {
-  if (bytes.byteLength > limit) throw new BodyTooLargeError(limit);
-  return bytes;
-}
-
-function parseBody(raw: Buffer, contentType: string | undefined, json: boolean): unknown {
-  if (json) {
-    try {
-      return JSON.parse(raw.toString('utf8'));
-    } catch (cause) {
-      // What express.json() would have answered: a 400 through the error handlers, before any claim.
-      throw Object.assign(new SyntaxError('idemkit: the JSON request body does not parse', { cause }), {
-        status: 400,
-        statusCode: 400,
-        expose: true,
-        type: 'entity.parse.failed',
-      });
-    }
-  }
-  return contentType?.toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
-}
-
-function readLimited(req: IncomingMessage, limit: number): Promise<Buffer> {
-  if (Number(req.headers['content-length'] ?? NaN) > limit) return Promise.reject(new BodyTooLargeError(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    // Settles once: an over-limit chunk settles, and the 'data' or 'close' events after it must
-    // not settle again.
-    const settle = (error: Error | undefined) => {
-      if (settled) return;
-      settled = true;
-      req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
-      if (error) reject(error);
-      else resolve(Buffer.concat(chunks, size));
-    };
-    // Past the limit the rest of the upload is left to flow away unbuffered; Node drains it.
-    const onData = (chunk: Buffer) => {
-      if (settled) return;
-      size += chunk.byteLength;
-      if (size > limit) settle(new BodyTooLargeError(limit));
-      else chunks.push(chunk);
-    };
-    const onEnd = () => settle(undefined);
-    const onClose = () => settle(new RequestAbortedError('idemkit: the client aborted the request before its body was read'));
-    req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
   });
 }
