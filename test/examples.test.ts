@@ -14,7 +14,7 @@ import { MARIADB, POSTGRES, REDIS, requireService } from './support/services.js'
 import { startExample } from './support/examples.js';
 
 const root = join(import.meta.dirname, '..');
-const examples = ['web', 'hono', 'express', 'fastify', 'nest'];
+const examples = ['web', 'hono', 'express', 'fastify', 'koa', 'nest'];
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-examples-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

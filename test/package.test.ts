@@ -28,6 +28,7 @@ describe('package exports', () => {
       './hono',
       './express',
       './fastify',
+      './koa',
       './nest',
       './stores/postgres',
       './stores/redis',

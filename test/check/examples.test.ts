@@ -1,7 +1,7 @@
 /**
  * `idemkit check` against every quickstart example, started as `npm run example:<name>` starts
- * it, on SQLite (all four) and on PostgreSQL and Redis (two each, so every example meets a server
- * store), through the CLI with --json: exit 0, and every MUST and SHOULD case PASSes.
+ * it, on SQLite (all five) and on PostgreSQL and Redis (two or three each, so every example meets a
+ * server store), through the CLI with --json: exit 0, and every MUST and SHOULD case PASSes.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -46,10 +46,12 @@ const runs: Array<[string, string, string | undefined]> = [
   ['hono', 'sqlite', undefined],
   ['express', 'sqlite', undefined],
   ['fastify', 'sqlite', undefined],
+  ['koa', 'sqlite', undefined],
   ['fastify', 'postgres', hasPostgres ? postgresUrl : undefined],
   ['hono', 'postgres', hasPostgres ? postgresUrl : undefined],
   ['express', 'redis', hasRedis ? redisUrl : undefined],
   ['web', 'redis', hasRedis ? redisUrl : undefined],
+  ['koa', 'postgres', hasPostgres ? postgresUrl : undefined],
 ];
 
 async function check(name: string, env: Record<string, string>, args: readonly string[]): Promise<CheckReport> {

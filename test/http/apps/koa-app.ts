@@ -139,7 +139,8 @@ export async function createKoaAppWith(options: HarnessOptions, state: Parameter
   });
   extra?.(app, router);
   app.use(router.routes());
-  return { idem, ...(await listenServer(createServer(app.callback()))) };
+  const handle = app.callback();
+  return { idem, ...(await listenServer(createServer((req, res) => void handle(req, res)))) };
 }
 
 export const createKoaApp: AppFactory = async (options, state) => {
