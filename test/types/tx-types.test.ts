@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import express from 'express';
 import { Hono } from 'hono';
+import Router from '@koa/router';
+import Koa from 'koa';
 import type { PoolConnection } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
@@ -19,6 +21,7 @@ import type { TxOf } from '../../src/core/store.js';
 import { idempotency as expressIdempotency } from '../../src/http/express.js';
 import type { IdempotencyVariablesFor } from '../../src/http/hono.js';
 import { idempotency as honoIdempotency } from '../../src/http/hono.js';
+import { idempotency as koaIdempotency } from '../../src/http/koa.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { amqpConsumeOnce, natsConsumeOnce, webhookHandler } from '../../src/messaging/index.js';
 import type { AmqpChannel, AmqpMessage, NatsJsMessage } from '../../src/messaging/index.js';
@@ -87,6 +90,20 @@ function typesFollowTheStore() {
     res.end();
   });
 
+  // Koa: the middleware reads its own context, typed, on the route that lists it and on a route
+  // given its own options; `ctx.state.idempotency` is the registered (here: untyped) context.
+  const koaPay = koaIdempotency({ store: sqlite(), transactional: true });
+  new Router().post('/pay', koaPay, (ctx) => {
+    expectTypeOf(koaPay.context(ctx)!.tx).toEqualTypeOf<Database.Database>();
+    expectTypeOf(koaPay.route({ leaseMs: 60_000 }).context(ctx)!.tx).toEqualTypeOf<Database.Database>();
+    expectTypeOf(ctx.state.idempotency!.tx).toEqualTypeOf<unknown>();
+  });
+  new Koa().use(koaIdempotency({ store: postgres() })).use((ctx) => {
+    expectTypeOf(ctx.state.idempotency!.tx).toEqualTypeOf<unknown>();
+  });
+  // @ts-expect-error -- a route cannot change where records live.
+  koaPay.route({ store: sqlite() });
+
   // Wrong combinations do not compile.
   // @ts-expect-error -- a transaction type is not a store: the old `idempotency<pg.PoolClient>` form.
   honoIdempotency<pg.PoolClient>({ store: sqlite(), transactional: true });
@@ -94,6 +111,8 @@ function typesFollowTheStore() {
   honoIdempotency({ store: memoryStore(), transactional: true });
   // @ts-expect-error -- the same on Express.
   expressIdempotency({ store: memoryStore(), transactional: true });
+  // @ts-expect-error -- and on Koa.
+  koaIdempotency({ store: memoryStore(), transactional: true });
   withIdempotency(
     (_request, ctx) => {
       // @ts-expect-error -- a SQLite store's transaction is a better-sqlite3 Database, not a pg client.
@@ -169,12 +188,36 @@ describe('ctx.tx at run time is the object its type names', () => {
     expect(seen).toEqual({ two: 2 });
   });
 
+  it('Koa: middleware.context(ctx) is ctx.state.idempotency, and its tx is the store database', async () => {
+    const file = sqliteFile();
+    onTestFinished(() => file.cleanup());
+    const store = sqliteStore({ database: file.db });
+    onTestFinished(() => store.close());
+    await store.migrate();
+    const pay = koaIdempotency({ store, transactional: true });
+    const router = new Router();
+    let seen: unknown;
+    router.post('/pay', pay, (ctx) => {
+      const ctxOfPay = pay.context(ctx)!;
+      expect(ctxOfPay).toBe(ctx.state.idempotency);
+      seen = ctxOfPay.tx.prepare('SELECT 3 AS three').get();
+      ctx.status = 201;
+    });
+    const server = new Koa().use(router.routes()).listen(0);
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    const { port } = server.address() as { port: number };
+    const response = await fetch(`http://127.0.0.1:${port}/pay`, { method: 'POST', headers: { 'idempotency-key': 'k1' } });
+    server.close();
+    expect(response.status).toBe(201);
+    expect(seen).toEqual({ three: 3 });
+  });
+
 });
 
 describe('Register: req.idempotency / request.idempotency typed by declaration merging', () => {
   it('compiles in a program of its own (merging is global to a program)', () => {
     // test/types/register-fixture registers a pg store in transactional mode and reads `tx` on
-    // Express and Fastify as a pg client; its @ts-expect-error lines fail if the type did not arrive.
+    // Express, Fastify and Koa as a pg client; its @ts-expect-error lines fail if the type did not arrive.
     const root = join(import.meta.dirname, '..', '..');
     const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(import.meta.dirname, 'register-fixture'), '--pretty', 'false'], {
       encoding: 'utf8',

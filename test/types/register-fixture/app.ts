@@ -2,10 +2,12 @@
 // type of `req.idempotency` for the whole program, so it must not share one with other tests.
 import express from 'express';
 import Fastify from 'fastify';
+import Koa from 'koa';
 import pg from 'pg';
 import type Database from 'better-sqlite3';
 import { idempotency as expressIdempotency } from 'idemkit/express';
 import { idempotency as fastifyIdempotency } from 'idemkit/fastify';
+import { idempotency as koaIdempotency } from 'idemkit/koa';
 import { idempotencyContext } from 'idemkit/nest';
 import { postgresStore } from 'idemkit/stores/postgres';
 
@@ -44,3 +46,13 @@ const nestClient: pg.PoolClient | undefined = idempotencyContext(nestRequest)?.t
 // @ts-expect-error -- and on NestJS.
 const nestWrong: Database.Database | undefined = idempotencyContext(nestRequest)?.tx;
 void [nestClient, nestWrong];
+
+const koa = new Koa();
+koa.use(koaIdempotency({ store, transactional: true }));
+koa.use(async (ctx) => {
+  const client: pg.PoolClient = ctx.state.idempotency!.tx;
+  // @ts-expect-error -- and on Koa's ctx.state.
+  const wrong: Database.Database = ctx.state.idempotency!.tx;
+  await client.query('SELECT 1');
+  ctx.body = { wrong: String(wrong) };
+});
