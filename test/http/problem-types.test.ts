@@ -9,6 +9,8 @@ import { createServer } from 'node:http';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
+import Router from '@koa/router';
+import Koa from 'koa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError, LeaseLostError, PROBLEM_BASE, problemFor, KeyMismatchError } from '../../src/core/errors.js';
 import { checkProblemTypeBase } from '../../src/core/option-reader.js';
@@ -16,6 +18,7 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import { idempotency as expressIdempotency, problemErrorHandler } from '../../src/http/express.js';
 import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
 import { idempotency as honoIdempotency } from '../../src/http/hono.js';
+import { idempotency as koaIdempotency } from '../../src/http/koa.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { signWebhook, webhookExpress, webhookFastify, webhookHandler, webhookReceiver } from '../../src/messaging/index.js';
 import type { FastifyLikeInstance, StoreWebhookOptions, WebhookCommonOptions, WebhookOptions } from '../../src/messaging/index.js';
@@ -163,11 +166,37 @@ describe('the middleware of each adapter', () => {
     expect([replaced.status, (await replaced.json()).type]).toEqual([409, 'urn:example:problem:lease-lost']);
   });
 
+  it('Koa: a refusal and a replacement under the base (the handler\'s representation dropped); a route cannot set it', async () => {
+    const router = new Router();
+    const answer = (ctx: Koa.Context) => {
+      ctx.set('location', '/orders/1');
+      ctx.body = { ok: true };
+    };
+    router.post('/custom', koaIdempotency({ store: memoryStore(), problemTypeBase: BASE }), answer);
+    router.post('/lost', koaIdempotency({ store: losingStore(), transactional: true, logger: silent, problemTypeBase: BASE }), answer);
+    const handle = new Koa().use(router.routes()).callback();
+    const served = await listenServer(createServer((req, res) => void handle(req, res)));
+    open.push(served);
+    const missing = await fetch(`${served.url}/custom`, { method: 'POST', body: '{}' });
+    expect([missing.status, (await missing.json()).type]).toEqual([400, `${BASE}missing-key`]);
+    const lost = await fetch(`${served.url}/lost`, { method: 'POST', headers: keyed(), body: '{}' });
+    expect([lost.status, lost.headers.get('content-type'), lost.headers.get('location'), (await lost.json()).type]).toEqual([
+      409,
+      'application/problem+json',
+      null,
+      `${BASE}lease-lost`,
+    ]);
+    expect(() => koaIdempotency({ store: memoryStore() }).route({ problemTypeBase: BASE } as never)).toThrow(
+      'Invalid option `route().problemTypeBase`: is an option of the middleware',
+    );
+  });
+
   it('every adapter refuses a bad base when the middleware is created, naming the option', async () => {
     const bad = { store: memoryStore(), problemTypeBase: 'https://docs.example.com/errors' };
     const message = /^Invalid option `problemTypeBase`: expected an absolute URI ending in `\/` or `#`/;
     expect(() => expressIdempotency(bad)).toThrow(message);
     expect(() => honoIdempotency(bad)).toThrow(message);
+    expect(() => koaIdempotency(bad)).toThrow(message);
     expect(() => withIdempotency(() => new Response(), bad)).toThrow(message);
     const app = Fastify();
     await expect(app.register(fastifyIdempotency, bad).ready()).rejects.toThrow(message);
