@@ -1,12 +1,13 @@
 /**
  * Transactional mode on the SQL servers when a client hangs up mid-handler (issue 14, item 2): the
  * write through `ctx.tx` and the record commit once, together, and the retry replays them. The
- * adapters that watch the Node response (Express, Fastify) run against PostgreSQL and MariaDB.
+ * adapters on a Node response (Express, Fastify, Koa) run against PostgreSQL and MariaDB.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import express from 'express';
 import Fastify from 'fastify';
+import Koa from 'koa';
 import type { Pool as MysqlPromisePool } from 'mysql2/promise';
 import { createPool } from 'mysql2/promise';
 import type pg from 'pg';
@@ -15,6 +16,7 @@ import type { IdempotencyContext } from '../../src/core/engine.js';
 import type { TransactionalStore } from '../../src/core/store.js';
 import { idempotency as expressIdempotency } from '../../src/http/express.js';
 import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
+import { idempotency as koaIdempotency } from '../../src/http/koa.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { dropTable, newPool, uniqueTable } from '../stores/postgres-support.js';
@@ -115,9 +117,24 @@ async function fastifyApp(db: Database, handler: Handler): Promise<Served> {
   return { url, close: () => app.close() };
 }
 
+async function koaApp(db: Database, handler: Handler): Promise<Served> {
+  const app = new Koa();
+  app.silent = true;
+  const protect = koaIdempotency({ store: db.store, transactional: true, leaseMs: LEASE_MS });
+  app.use(protect);
+  app.use(async (ctx) => {
+    await handler(protect.context(ctx)!);
+    ctx.status = 201;
+    ctx.body = { paid: true };
+  });
+  const handle = app.callback();
+  return listenServer(createServer((req, res) => void handle(req, res)));
+}
+
 const adapters = [
   ['Express', expressApp],
   ['Fastify', fastifyApp],
+  ['Koa', koaApp],
 ] as const;
 
 const pay = (url: string, key: string, signal?: AbortSignal) =>
