@@ -3,7 +3,7 @@ import type { ContextFor, EngineOverrides, Execution, RequestReader } from '../c
 import type { RegisteredContext } from '../core/index.js';
 import type { IdempotencyStore } from '../core/store.js';
 import { IdempotencyEngine } from '../core/engine.js';
-import { MountedTwiceError } from '../core/errors.js';
+import { MountedTwiceError, RequestAbortedError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { optionReader } from '../core/option-reader.js';
 import type { KoaBody } from './koa-body.js';
@@ -97,8 +97,16 @@ function middlewareFor<Context>(engine: IdempotencyEngine<KoaContext>): Idempote
       throw new MountedTwiceError(`idemkit: two idempotency middlewares handle ${ctx.method} ${ctx.originalUrl}; mount one (give a route its own options with middleware.route(…))`);
     }
     taken.add(ctx);
-    // A scope hook that threw, or a JSON body that does not parse (400): Koa answers the error.
-    const decision = await engine.decide(ctx, reader);
+    let decision;
+    try {
+      decision = await engine.decide(ctx, reader);
+    } catch (error) {
+      // The client left before its body was read: nothing was claimed, and nobody is left to
+      // answer (a 400, as body parsers answer it, rather than a 500 told to app.on('error')).
+      if (error instanceof RequestAbortedError) return void (ctx.status = 400);
+      // A scope hook that threw, or a JSON body that does not parse (400): Koa answers the error.
+      throw error;
+    }
     switch (decision.kind) {
       case 'pass':
         return void (await next());

@@ -46,7 +46,7 @@ export function readLimited(req: IncomingMessage, limit: number): Promise<Buffer
     const settle = (error: Error | undefined) => {
       if (settled) return;
       settled = true;
-      req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
       if (error) reject(error);
       else resolve(Buffer.concat(chunks, size));
     };
@@ -58,7 +58,10 @@ export function readLimited(req: IncomingMessage, limit: number): Promise<Buffer
       else chunks.push(chunk);
     };
     const onEnd = () => settle(undefined);
-    const onClose = () => settle(new RequestAbortedError('idemkit: the client aborted the request before its body was read'));
-    req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
+    const aborted = (cause?: unknown) => new RequestAbortedError('idemkit: the client aborted the request before its body was read', { cause });
+    const onClose = () => settle(aborted());
+    // Node reports a client that hung up mid-body as an `aborted` ECONNRESET error before `close`.
+    const onError = (error: Error & { code?: string }) => settle(error.code === 'ECONNRESET' ? aborted(error) : error);
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
   });
 }

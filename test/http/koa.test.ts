@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -13,6 +14,7 @@ import type { MemoryStore } from '../../src/stores/memory.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { createKoaApp } from './apps/koa-app.js';
 import { listenServer } from './apps/listen.js';
+import { until } from '../support/until.js';
 import type { TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
 
@@ -317,6 +319,43 @@ describe('koa adapter', () => {
       expect((await post(served, '/', { key, body: '{"amount":9007199254740993}', type: 'application/json' })).status).toBe(422);
       expect((await post(served, '/', { key, body: '{ "amount": 9007199254740992 }', type: 'application/json' })).headers.get('idempotent-replayed')).toBe('true');
       expect(executions).toBe(1);
+    });
+
+    it('a client that leaves before its body is read: nothing claimed, nothing run, no error told', async () => {
+      const app = new Koa();
+      app.on('error', (error) => errors.push(error));
+      let finished = 0;
+      app.use(async (_ctx, next) => {
+        try {
+          await next();
+        } finally {
+          finished++;
+        }
+      });
+      app.use(idempotency({ store, scope: () => 'left-early' }));
+      app.use((ctx) => {
+        executions++;
+        ctx.body = 'ran';
+      });
+      const handle = app.callback();
+      const served = await listenServer(createServer((req, res) => void handle(req, res)));
+      apps.push(served);
+      const key = randomUUID();
+      const socket = connect(Number(new URL(served.url).port), '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+      // Headers and 10 of the 100 bytes announced; the rest never comes.
+      await new Promise<void>((resolve) => socket.write(`POST / HTTP/1.1\r\nhost: x\r\nidempotency-key: ${key}\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\nten bytes.`, () => resolve()));
+      socket.destroy();
+      await until(async () => finished === 1, 'the middleware chain to return');
+      // Koa tells app.on('error') after the chain has returned: give it that turn.
+      await new Promise((resolve) => setImmediate(resolve));
+      // Koa itself reports the broken socket (its on-finished listener: HPE_INVALID_EOF_STATE);
+      // the middleware adds nothing: no 500 for the body it could not read.
+      const codes = errors.map((error) => (error as { code?: string }).code);
+      expect(codes).not.toContain('ECONNRESET');
+      expect(codes).not.toContain('ERR_IDEMKIT_REQUEST_ABORTED');
+      expect(executions).toBe(0);
+      expect(await store.get({ scope: 'left-early', key })).toBeUndefined();
     });
 
     it('read before it and not kept: refused (500) before anything is claimed', async () => {
