@@ -21,6 +21,10 @@ CREATE TABLE IF NOT EXISTS "public"."idempotency_records" (
   headers        jsonb,
   body           bytea,
   body_omitted   boolean     NOT NULL DEFAULT false,
+  -- When the record was claimed (a take-over keeps it) and last changed, on the server's clock.
+  -- NULL in rows written before idemkit kept them: their times are unknown.
+  created_at     timestamptz,
+  updated_at     timestamptz,
   PRIMARY KEY (scope, key),
   CHECK (state = 'in_flight' OR (status IS NOT NULL AND headers IS NOT NULL))
 );
@@ -31,6 +35,20 @@ DO $$
 BEGIN
   IF to_regclass('"public"."idempotency_records_expires_at"') IS NULL THEN
     CREATE INDEX "idempotency_records_expires_at" ON "public"."idempotency_records" (expires_at);
+  END IF;
+END
+$$;
+
+-- A table of an earlier idemkit lacks the columns added since: add them, nullable, so the rows
+-- there stay valid. ADD COLUMN IF NOT EXISTS would take an ACCESS EXCLUSIVE lock even when they
+-- exist; a nullable column without a default is added without rewriting the table.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '"public"."idempotency_records"'::regclass AND attname = 'created_at' AND NOT attisdropped) THEN
+    ALTER TABLE "public"."idempotency_records" ADD COLUMN created_at timestamptz;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '"public"."idempotency_records"'::regclass AND attname = 'updated_at' AND NOT attisdropped) THEN
+    ALTER TABLE "public"."idempotency_records" ADD COLUMN updated_at timestamptz;
   END IF;
 END
 $$;
@@ -84,11 +102,12 @@ BEGIN
     -- The key looked free, past its window, or held by an expired lease of the same request.
     -- ON CONFLICT locks the latest row version and re-checks the WHERE on it, so of concurrent
     -- claims exactly one can take the record; the others update nothing and classify again.
-    INSERT INTO "public"."idempotency_records" AS r (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
+    INSERT INTO "public"."idempotency_records" AS r (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, created_at, updated_at)
     VALUES (p_scope, p_key, p_fingerprint, 'in_flight', p_token, 1,
-            t_now + p_lease_ms * interval '1 millisecond', t_now + p_window_ms * interval '1 millisecond')
+            t_now + p_lease_ms * interval '1 millisecond', t_now + p_window_ms * interval '1 millisecond', t_now, t_now)
     ON CONFLICT (scope, key) DO UPDATE SET
       token = excluded.token,
+      updated_at = excluded.updated_at,
       -- Read the clock again: this runs after any wait for the row lock, which must not eat
       -- into the new owner's lease. (Deciding on the earlier t_now is safe: whatever had
       -- expired at t_now has expired now.)
@@ -99,6 +118,8 @@ BEGIN
       recovery_point = CASE WHEN (r.expires_at <= t_now AND (r.state = 'completed' OR r.lease_until <= t_now)) THEN NULL ELSE r.recovery_point END,
       recovery_data = CASE WHEN (r.expires_at <= t_now AND (r.state = 'completed' OR r.lease_until <= t_now)) THEN NULL ELSE r.recovery_data END,
       expires_at = CASE WHEN (r.expires_at <= t_now AND (r.state = 'completed' OR r.lease_until <= t_now)) THEN excluded.expires_at ELSE r.expires_at END,
+      -- A take-over keeps the request's creation time (unknown stays unknown).
+      created_at = CASE WHEN (r.expires_at <= t_now AND (r.state = 'completed' OR r.lease_until <= t_now)) THEN excluded.created_at ELSE r.created_at END,
       fingerprint = excluded.fingerprint,
       state = 'in_flight', status = NULL, headers = NULL, body = NULL, body_omitted = false
     WHERE (r.expires_at <= t_now AND (r.state = 'completed' OR r.lease_until <= t_now))

@@ -152,6 +152,17 @@ export interface RecordDetails extends IdempotencyRecord {
   readonly now: number;
   /** Past its window with no live lease: claims treat it as absent, and `reap` deletes it. */
   readonly expired: boolean;
+  /**
+   * When the record was claimed, on the store's clock. A take-over keeps it (the operator's "how
+   * old is this request"); a claim after the window ended starts a new record, and a new time.
+   * `null` when unknown: a record written before the store kept it (an older idemkit).
+   */
+  readonly createdAt: number | null;
+  /**
+   * The record's last change on the store's clock: a claim or take-over, a renewal, a checkpoint,
+   * the completion. Reads (a replay, an in-flight or mismatch answer) leave it. `null` when unknown.
+   */
+  readonly updatedAt: number | null;
 }
 
 /** One line of a listing (`idemkit list`): the record without its recovery data, headers and body. */
@@ -164,6 +175,10 @@ export interface RecordSummary {
   readonly expiresAt: number;
   readonly expired: boolean;
   readonly attempt: number;
+  /** When the record was claimed (see `RecordDetails.createdAt`); `null` when unknown. */
+  readonly createdAt: number | null;
+  /** Its last change (see `RecordDetails.updatedAt`); `null` when unknown. */
+  readonly updatedAt: number | null;
   readonly recoveryPoint?: string | undefined;
   /** The stored status of a completed record. */
   readonly status?: number | undefined;
@@ -175,10 +190,9 @@ export interface RecordFilter {
   readonly state?: RecordState | undefined;
   readonly scope?: string | undefined;
   /**
-   * Only records whose lease ended at least this many ms ago, on the store's clock. No store keeps
-   * a creation time, so this is the age the record shows: for a record in flight, how long its
-   * owner has been gone; for a completed one, a lower bound of how long ago it completed (it
-   * completed under that lease).
+   * Only records claimed at least this many ms ago (`createdAt`), on the store's clock. A record
+   * whose creation time is unknown (written by an idemkit that did not keep it) is judged by its
+   * lease instead: it counts when its lease ended at least this long ago.
    */
   readonly olderThanMs?: number | undefined;
   /** At most this many, oldest lease first. @default 100 */

@@ -169,29 +169,37 @@ export function describeStoreContract(
       expect(await store.admin.inspect(old)).toMatchObject({ state: 'completed', expired: true });
     });
 
-    it('admin: lists by scope, state and age (lease ended at least olderThanMs ago), oldest lease first, up to limit', async (...context: [ContractTestContext?]) => {
+    it('admin: lists by scope, state and age (claimed at least olderThanMs ago), oldest lease first, up to limit', async (...context: [ContractTestContext?]) => {
       if (!hasAdmin(store)) return context[0]?.skip?.();
       const scope = `list-${randomUUID()}`;
       const liveInFlight = ref(scope);
       const goneInFlight = ref(scope);
       const oldCompleted = ref(scope);
       const liveCompleted = ref(scope);
-      await acquire(liveInFlight);
       await acquire(goneInFlight, 'fp-1', SHORT_LEASE);
       const c1 = await acquire(oldCompleted, 'fp-1', SHORT_LEASE);
       await store.complete(oldCompleted, c1.token, response('{"id":1}'));
-      const c2 = await acquire(liveCompleted);
-      await store.complete(liveCompleted, c2.token, response('{"id":22}'));
       await acquire(ref()); // another scope
       await ctx.advance(LEASE + 50);
+      // Claimed after the advance: younger than LEASE + 50 by the store's clock.
+      await acquire(liveInFlight);
+      const c2 = await acquire(liveCompleted);
+      await store.complete(liveCompleted, c2.token, response('{"id":22}'));
       const keys = (list: Array<{ key: string }>) => list.map((r) => r.key).sort();
       const all = await store.admin.list({ scope });
       expect(keys(all)).toEqual(keys([liveInFlight, goneInFlight, oldCompleted, liveCompleted]));
       expect(keys(await store.admin.list({ scope, state: 'in_flight' }))).toEqual(keys([liveInFlight, goneInFlight]));
       expect(keys(await store.admin.list({ scope, state: 'completed' }))).toEqual(keys([oldCompleted, liveCompleted]));
-      expect(keys(await store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys([goneInFlight, oldCompleted]));
-      expect(keys(await store.admin.list({ scope, olderThanMs: 50 }))).toEqual(keys([goneInFlight, oldCompleted]));
-      expect(keys(await store.admin.list({ scope, state: 'in_flight', olderThanMs: 0 }))).toEqual([goneInFlight.key]);
+      // Every record was claimed at or before now.
+      expect(keys(await store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys(all));
+      const young = Math.min(...all.filter((r) => r.key === liveInFlight.key || r.key === liveCompleted.key).map((r) => r.createdAt!));
+      const aged = await store.admin.list({ scope, olderThanMs: LEASE });
+      const listedAt = (await store.admin.stats()).now;
+      for (const r of aged) expect(r.createdAt!).toBeLessThanOrEqual(listedAt - LEASE);
+      for (const old of [goneInFlight, oldCompleted]) expect(aged.some((r) => r.key === old.key)).toBe(true);
+      // On a real clock the young ones are excluded only while they are younger than LEASE when listed.
+      if (listedAt - young < LEASE) expect(keys(aged)).toEqual(keys([goneInFlight, oldCompleted]));
+      expect(keys(await store.admin.list({ scope, state: 'completed', olderThanMs: LEASE }))).toEqual([oldCompleted.key]);
       // Oldest lease first: the two whose short leases ended come before the two live ones.
       expect(keys(all.slice(0, 2))).toEqual(keys([goneInFlight, oldCompleted]));
       for (let i = 1; i < all.length; i++) expect(all[i]!.leaseUntil).toBeGreaterThanOrEqual(all[i - 1]!.leaseUntil);
@@ -201,6 +209,86 @@ export function describeStoreContract(
       expect(all.find((r) => r.key === liveCompleted.key)).toMatchObject({ state: 'completed', status: 201, bodyBytes: 9, attempt: 1, expired: false });
       expect(all.find((r) => r.key === goneInFlight.key)).toMatchObject({ state: 'in_flight', status: undefined, bodyBytes: null, fingerprint: 'fp-1' });
       expect(await store.admin.list({ scope: `none-${randomUUID()}` })).toEqual([]);
+    });
+
+    it('admin: stamps a record with createdAt and updatedAt on the store clock; writes move updatedAt, reads do not', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const clock = async () => (await store.admin.stats()).now;
+      const stamps = async (r: RecordRef) => {
+        const found = await store.admin.inspect(r);
+        expect(found).not.toBeUndefined();
+        expect(typeof found!.createdAt).toBe('number');
+        expect(typeof found!.updatedAt).toBe('number');
+        expect(found!.createdAt!).toBeLessThanOrEqual(found!.updatedAt!);
+        expect(found!.updatedAt!).toBeLessThanOrEqual(found!.now);
+        return { createdAt: found!.createdAt!, updatedAt: found!.updatedAt! };
+      };
+      const r = ref();
+      const before = await clock();
+      const first = await acquire(r, 'fp-1', SHORT_LEASE);
+      const claimed = await stamps(r);
+      // On the store's clock: not before a reading of it taken before the claim.
+      expect(claimed.createdAt).toBeGreaterThanOrEqual(before);
+      expect(claimed.updatedAt).toBe(claimed.createdAt);
+      // The listing carries the same stamps.
+      expect((await store.admin.list({ scope: r.scope }))[0]).toMatchObject(claimed);
+
+      await ctx.advance(5);
+      expect(await store.renew(r, first.token, SHORT_LEASE.leaseMs)).toBe(true);
+      const renewed = await stamps(r);
+      expect(renewed.createdAt).toBe(claimed.createdAt);
+      expect(renewed.updatedAt).toBeGreaterThan(claimed.updatedAt);
+      // A refused renewal changes nothing.
+      await ctx.advance(5);
+      expect(await store.renew(r, 'f'.repeat(32), SHORT_LEASE.leaseMs)).toBe(false);
+      expect(await stamps(r)).toEqual(renewed);
+
+      await ctx.advance(5);
+      await store.checkpoint(r, first.token, 'charged');
+      const checkpointed = await stamps(r);
+      expect(checkpointed.updatedAt).toBeGreaterThan(renewed.updatedAt);
+
+      // In flight, a same-request claim answers in_flight and another fingerprint mismatch: reads.
+      await ctx.advance(5);
+      expect((await store.claim(r, 'fp-1', SHORT_LEASE)).kind).toBe('in_flight');
+      expect((await store.claim(r, 'fp-2', SHORT_LEASE)).kind).toBe('mismatch');
+      expect(await stamps(r)).toEqual(checkpointed);
+
+      // A take-over keeps the request's creation time (how old the request is) and is a change.
+      await ctx.advance(LEASE + 50);
+      const second = await acquire(r, 'fp-1', LIVE);
+      expect(second.takeover).toBe(true);
+      const takenOver = await stamps(r);
+      expect(takenOver.createdAt).toBe(claimed.createdAt);
+      expect(takenOver.updatedAt).toBeGreaterThan(checkpointed.updatedAt);
+
+      await ctx.advance(5);
+      await store.complete(r, second.token, response('{"id":1}'));
+      const completed = await stamps(r);
+      expect(completed.createdAt).toBe(claimed.createdAt);
+      expect(completed.updatedAt).toBeGreaterThan(takenOver.updatedAt);
+
+      // A replay and a mismatch cost no write: the stamps stay.
+      await ctx.advance(5);
+      expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
+      expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+      expect(await stamps(r)).toEqual(completed);
+    });
+
+    it('admin: a claim after the window ended starts a new record with a new createdAt', async (...context: [ContractTestContext?]) => {
+      if (!hasAdmin(store)) return context[0]?.skip?.();
+      const r = ref();
+      const old = await acquire(r, 'fp-1', opts);
+      await store.complete(r, old.token, response('old'));
+      const before = await store.admin.inspect(r);
+      await ctx.advance(WINDOW + 50);
+      const fresh = await acquire(r, 'fp-2', LIVE);
+      expect(fresh.takeover).toBe(false);
+      const after = await store.admin.inspect(r);
+      expect(after).toMatchObject({ state: 'in_flight', attempt: 1, fingerprint: 'fp-2' });
+      expect(after!.createdAt!).toBeGreaterThan(before!.createdAt!);
+      expect(after!.updatedAt).toBe(after!.createdAt);
+      expect(after!.createdAt!).toBeGreaterThanOrEqual(before!.now + WINDOW);
     });
 
     it('admin: purges a completed record, refuses one in flight unless forced, and reports one not found', async (...context: [ContractTestContext?]) => {

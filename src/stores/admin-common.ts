@@ -49,6 +49,8 @@ export function summarize(r: RecordDetails): RecordSummary {
     expiresAt: r.expiresAt,
     expired: r.expired,
     attempt: r.attempt,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
     recoveryPoint: r.recoveryPoint,
     status: r.response?.status,
     bodyBytes: body == null ? null : body.byteLength,
@@ -66,9 +68,15 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 export function matches(r: RecordSummary, f: CheckedFilter, now: number): boolean {
   if (f.state !== undefined && r.state !== f.state) return false;
   if (f.scope !== undefined && r.scope !== f.scope) return false;
-  if (f.olderThanMs !== undefined && r.leaseUntil > now - f.olderThanMs) return false;
+  if (f.olderThanMs !== undefined && ageFrom(r) > now - f.olderThanMs) return false;
   return true;
 }
+
+/**
+ * What `olderThanMs` measures a record's age from: its creation, or, for a record whose creation
+ * time is unknown (written by an older idemkit), the end of its lease, as before the stores kept one.
+ */
+export const ageFrom = (r: { createdAt: number | null; leaseUntil: number }): number => r.createdAt ?? r.leaseUntil;
 
 /** Counts for `stats`, one record at a time. */
 export class StatsTally {

@@ -7,6 +7,8 @@ export interface MemoryRecordView {
   readonly token: string;
   readonly attempt: number;
   readonly bytes: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
 }
 
 export interface MemoryAccess<R extends MemoryRecordView> {
@@ -20,7 +22,15 @@ export interface MemoryAccess<R extends MemoryRecordView> {
 export function memoryAdmin<R extends MemoryRecordView>(m: MemoryAccess<R>): StoreAdmin {
   const details = (r: R, now: number): RecordDetails => {
     const record = m.toRecord(r);
-    return { ...record, tokenPrefix: tokenPrefix(r.token), attempt: r.attempt, now, expired: isExpiredAt(record, now) };
+    return {
+      ...record,
+      tokenPrefix: tokenPrefix(r.token),
+      attempt: r.attempt,
+      now,
+      expired: isExpiredAt(record, now),
+      createdAt: r.createdAt,
+      updatedAt: r.updatedAt,
+    };
   };
   return walkingAdmin({
     now: async () => m.now(),

@@ -86,6 +86,10 @@ class MemoryRecord {
     public token: string,
     public leaseUntil: number,
     public expiresAt: number,
+    /** When this record was claimed; a take-over keeps it. */
+    readonly createdAt: number,
+    /** Its last change: claim, take-over, renewal, checkpoint, completion. */
+    public updatedAt: number,
   ) {}
 
   complete(response: StoredResponse): void {
@@ -327,13 +331,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         if (r.leaseUntil > t) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - t };
         r.token = newOwnerToken();
         r.leaseUntil = t + o.leaseMs;
+        r.updatedAt = t;
         r.attempt++;
         return { kind: 'acquired', token: r.token, takeover: true, resumeFrom: r.recoveryPoint, recoveryData: r.recoveryData };
       }
       // Past its window the old record is gone for every purpose: the new one replaces it.
       if (r) remove(r);
       const token = newOwnerToken();
-      const fresh = new MemoryRecord(ref.scope, ref.key, fingerprint, token, t + o.leaseMs, t + o.windowMs);
+      const fresh = new MemoryRecord(ref.scope, ref.key, fingerprint, token, t + o.leaseMs, t + o.windowMs, t, t);
       fresh.bytes = inFlightBytes(fresh);
       if (!makeRoom(1, fresh.bytes)) throw full('new keys are refused until one completes or its lease and window end');
       insert(fresh);
@@ -343,7 +348,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       checkRecordRef(ref);
       const r = find(ref);
       if (!r || r.state !== 'in_flight' || r.token !== token) return false;
-      r.leaseUntil = now() + leaseMs;
+      const t = now();
+      r.leaseUntil = t + leaseMs;
+      r.updatedAt = t;
       return true;
     },
     async checkpoint(ref, token, point, data) {
@@ -360,6 +367,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
       bytes += n - r.bytes;
       r.bytes = n;
+      r.updatedAt = now();
     },
     async complete(ref, token, response) {
       checkRecordRef(ref);
@@ -374,6 +382,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         makeRoom(0, more, r);
       }
       r.complete(fitted);
+      r.updatedAt = now();
       bytes += more;
       r.bytes += more;
       appendCompleted(r);

@@ -21,15 +21,17 @@ export function postgresAdminStatements(names: PostgresNames) {
   return {
     inspect: `${clock}
       SELECT r.scope, r.key, r.state, r.fingerprint, r.token, r.attempt, ${ms('r.lease_until')}, ${ms('r.expires_at')},
-             r.recovery_point, r.recovery_data, r.status, r.headers::text AS headers, r.body, r.body_omitted, ${ms('c.now', 'now_ms')}
+             ${ms('r.created_at')}, ${ms('r.updated_at')}, r.recovery_point, r.recovery_data, r.status, r.headers::text AS headers, r.body, r.body_omitted, ${ms('c.now', 'now_ms')}
         FROM ${t} r, c WHERE r.scope = $1 AND r.key = $2`,
     list: `${clock}
-      SELECT r.scope, r.key, r.state, r.fingerprint, r.attempt, ${ms('r.lease_until')}, ${ms('r.expires_at')}, r.recovery_point, r.status,
+      SELECT r.scope, r.key, r.state, r.fingerprint, r.attempt, ${ms('r.lease_until')}, ${ms('r.expires_at')},
+             ${ms('r.created_at')}, ${ms('r.updated_at')}, r.recovery_point, r.status,
              CASE WHEN r.body_omitted OR r.state = 'in_flight' THEN NULL ELSE coalesce(length(r.body), 0) END AS body_bytes,
              ${ms('c.now', 'now_ms')}
         FROM ${t} r, c
        WHERE ($1::text IS NULL OR r.state = $1) AND ($2::text IS NULL OR r.scope = $2)
-         AND ($3::bigint IS NULL OR r.lease_until <= c.now - $3::bigint * interval '1 millisecond')
+         -- By creation; a row of an earlier idemkit (no created_at) by the end of its lease.
+         AND ($3::bigint IS NULL OR coalesce(r.created_at, r.lease_until) <= c.now - $3::bigint * interval '1 millisecond')
        ORDER BY r.lease_until, r.scope, r.key LIMIT $4`,
     stats: `${clock},
       o AS (SELECT r.scope, r.key, r.lease_until FROM ${t} r, c WHERE r.state = 'in_flight' AND NOT ${expired}
@@ -104,6 +106,8 @@ export function postgresAdmin(pool: PostgresQueryable, names: PostgresNames): St
 
 /** int8 and numeric arrive as strings; float8 as numbers. */
 const num = (value: unknown): number => (value === null || value === undefined ? 0 : Number(value));
+/** A time that may be unknown (NULL in rows of an earlier idemkit). */
+const orNull = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
 
 function state(row: Record<string, unknown>, where: string): 'in_flight' | 'completed' {
   if (row.state !== 'in_flight' && row.state !== 'completed') {
@@ -125,6 +129,8 @@ function toSummary(row: Record<string, unknown>, now: number): RecordSummary {
     expiresAt,
     expired: isExpiredAt({ state: s, leaseUntil, expiresAt }, now),
     attempt: num(row.attempt),
+    createdAt: orNull(row.created_at),
+    updatedAt: orNull(row.updated_at),
     recoveryPoint: typeof row.recovery_point === 'string' ? row.recovery_point : undefined,
     status: s === 'completed' && row.status !== null ? num(row.status) : undefined,
     bodyBytes: row.body_bytes === null ? null : num(row.body_bytes),
@@ -159,5 +165,7 @@ function toDetails(row: Record<string, unknown>, where: string): RecordDetails {
     attempt: summary.attempt,
     now,
     expired: summary.expired,
+    createdAt: summary.createdAt,
+    updatedAt: summary.updatedAt,
   };
 }

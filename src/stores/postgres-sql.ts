@@ -56,6 +56,12 @@ function identifier(option: string, value: unknown, fallback: string, maxLength:
   return value;
 }
 
+/**
+ * Columns added after the first schema. `migrate()` adds those a table lacks; nullable, so the
+ * rows already there stay valid, with an unknown time (never 1970).
+ */
+export const ADDED_COLUMNS = ['created_at', 'updated_at'] as const;
+
 /** Every statement the store runs, for one schema and table. */
 export interface PostgresStatements {
   readonly migrate: string;
@@ -104,6 +110,10 @@ CREATE TABLE IF NOT EXISTS ${t} (
   headers        jsonb,
   body           bytea,
   body_omitted   boolean     NOT NULL DEFAULT false,
+  -- When the record was claimed (a take-over keeps it) and last changed, on the server's clock.
+  -- NULL in rows written before idemkit kept them: their times are unknown.
+  created_at     timestamptz,
+  updated_at     timestamptz,
   PRIMARY KEY (scope, key),
   CHECK (state = 'in_flight' OR (status IS NOT NULL AND headers IS NOT NULL))
 );
@@ -115,6 +125,19 @@ BEGIN
   IF to_regclass('"${schema}"."${index}"') IS NULL THEN
     CREATE INDEX "${index}" ON ${t} (expires_at);
   END IF;
+END
+$$;
+
+-- A table of an earlier idemkit lacks the columns added since: add them, nullable, so the rows
+-- there stay valid. ADD COLUMN IF NOT EXISTS would take an ACCESS EXCLUSIVE lock even when they
+-- exist; a nullable column without a default is added without rewriting the table.
+DO $$
+BEGIN
+${ADDED_COLUMNS.map(
+  (column) => `  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${t}'::regclass AND attname = '${column}' AND NOT attisdropped) THEN
+    ALTER TABLE ${t} ADD COLUMN ${column} timestamptz;
+  END IF;`,
+).join('\n')}
 END
 $$;
 
@@ -167,11 +190,12 @@ BEGIN
     -- The key looked free, past its window, or held by an expired lease of the same request.
     -- ON CONFLICT locks the latest row version and re-checks the WHERE on it, so of concurrent
     -- claims exactly one can take the record; the others update nothing and classify again.
-    INSERT INTO ${t} AS r (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
+    INSERT INTO ${t} AS r (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, created_at, updated_at)
     VALUES (p_scope, p_key, p_fingerprint, 'in_flight', p_token, 1,
-            t_now + p_lease_ms * interval '1 millisecond', t_now + p_window_ms * interval '1 millisecond')
+            t_now + p_lease_ms * interval '1 millisecond', t_now + p_window_ms * interval '1 millisecond', t_now, t_now)
     ON CONFLICT (scope, key) DO UPDATE SET
       token = excluded.token,
+      updated_at = excluded.updated_at,
       -- Read the clock again: this runs after any wait for the row lock, which must not eat
       -- into the new owner's lease. (Deciding on the earlier t_now is safe: whatever had
       -- expired at t_now has expired now.)
@@ -182,6 +206,8 @@ BEGIN
       recovery_point = CASE WHEN ${expired('r', 't_now')} THEN NULL ELSE r.recovery_point END,
       recovery_data = CASE WHEN ${expired('r', 't_now')} THEN NULL ELSE r.recovery_data END,
       expires_at = CASE WHEN ${expired('r', 't_now')} THEN excluded.expires_at ELSE r.expires_at END,
+      -- A take-over keeps the request's creation time (unknown stays unknown).
+      created_at = CASE WHEN ${expired('r', 't_now')} THEN excluded.created_at ELSE r.created_at END,
       fingerprint = excluded.fingerprint,
       state = 'in_flight', status = NULL, headers = NULL, body = NULL, body_omitted = false
     WHERE ${expired('r', 't_now')}
@@ -216,9 +242,11 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
     get: `SELECT state, fingerprint, ${epochMs('lease_until')}, ${epochMs('expires_at')}, recovery_point, recovery_data,
                  status, headers::text AS headers, body, body_omitted
             FROM ${t} WHERE scope = $1 AND key = $2`,
-    renew: `UPDATE ${t} SET lease_until = clock_timestamp() + $4 * interval '1 millisecond' WHERE ${owned}`,
-    checkpoint: `UPDATE ${t} SET recovery_point = $4, recovery_data = $5 WHERE ${owned}`,
-    complete: `UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, body_omitted = $7 WHERE ${owned}`,
+    // clock_timestamp(), not now(): in a transaction now() is when the transaction began.
+    renew: `UPDATE ${t} SET lease_until = clock_timestamp() + $4 * interval '1 millisecond', updated_at = clock_timestamp() WHERE ${owned}`,
+    checkpoint: `UPDATE ${t} SET recovery_point = $4, recovery_data = $5, updated_at = clock_timestamp() WHERE ${owned}`,
+    complete: `UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, body_omitted = $7,
+                      updated_at = clock_timestamp() WHERE ${owned}`,
     release: `DELETE FROM ${t} WHERE ${owned}`,
     // A bounded batch through the expiry index. SKIP LOCKED lets several reapers share the work
     // without waiting, and leaves alone a row a claim is taking over right now. now() is the

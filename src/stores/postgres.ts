@@ -16,7 +16,7 @@ import { checkInteger, optionReader } from '../core/option-reader.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
 import { postgresAdmin } from './postgres-admin.js';
-import { CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
+import { ADDED_COLUMNS, CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
 import { headersProblem, statusProblem } from './stored-response.js';
 
 export { postgresSchemaSql } from './postgres-sql.js';
@@ -52,14 +52,18 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
 export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, AbandonedRecords, AdministrableStore {
   /**
-   * Creates the table, its expiry index and the claim function if missing (the text of
-   * `sql/postgres.sql` for the default names). Idempotent; safe from several processes at once.
+   * Creates the table, its expiry index and the claim function if missing, adds the columns a
+   * table of an earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL:
+   * unknown), and replaces the claim function with this version's (the text of `sql/postgres.sql`
+   * for the default names). Idempotent; safe from several processes at once. Resolves to the
+   * columns it found missing from an existing table, as `column <schema>.<table>.<name>`.
    */
-  migrate(): Promise<void>;
+  migrate(): Promise<string[]>;
   /**
-   * Resolves when the table and its claim function exist; otherwise rejects with
-   * `StoreSchemaMissingError` naming what is missing and `await store.migrate()` as the fix. One
-   * round trip: call it at start-up so a missing migration fails the deploy, not every request.
+   * Resolves when the table (with every column this version writes) and its claim function
+   * exist; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
+   * `await store.migrate()` as the fix. One round trip: call it at start-up so a missing
+   * migration fails the deploy, not every request.
    */
   verify(): Promise<void>;
 }
@@ -137,20 +141,36 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     await fenced(db, 'checkpoint', sql.checkpoint, checkpointValues(ref, token, point, data));
   };
 
+  /** What of the schema is there: the table, the claim function, the columns added since the first schema. */
+  const schema = async (operation: string) => {
+    const { rows } = await run(pool, operation, SCHEMA_SQL, [where, names.schema, `${names.table}_claim`, ADDED_COLUMNS]);
+    const found = rows[0] as { has_table?: unknown; has_claim?: unknown; columns?: unknown } | undefined;
+    const hasTable = found?.has_table === true;
+    const columns = new Set(Array.isArray(found?.columns) ? (found.columns as unknown[]) : []);
+    return {
+      hasTable,
+      hasClaim: found?.has_claim === true,
+      missingColumns: hasTable ? ADDED_COLUMNS.filter((column) => !columns.has(column)).map((column) => `column ${names.schema}.${names.table}.${column}`) : [],
+    };
+  };
+
   return {
     name: 'postgres',
     maxResponseBytes,
     async migrate() {
+      // What an existing table lacks, to report. (Two migrations at once may both report it.)
+      const before = await schema('migrate');
       // One simple-protocol message: PostgreSQL runs its statements as one implicit transaction,
       // which holds the advisory lock to the end and rolls everything back on an error.
       await run(pool, 'migrate', sql.migrate);
+      return before.hasTable ? before.missingColumns : [];
     },
     async verify() {
-      const { rows } = await run(pool, 'verify', VERIFY_SQL, [where, names.schema, `${names.table}_claim`]);
-      const found = rows[0] as { has_table?: unknown; has_claim?: unknown } | undefined;
+      const found = await schema('verify');
       const missing: string[] = [];
-      if (found?.has_table !== true) missing.push(`table ${names.schema}.${names.table}`);
-      if (found?.has_claim !== true) missing.push(`function ${names.schema}.${names.table}_claim`);
+      if (!found.hasTable) missing.push(`table ${names.schema}.${names.table}`);
+      missing.push(...found.missingColumns);
+      if (!found.hasClaim) missing.push(`function ${names.schema}.${names.table}_claim`);
       if (missing.length > 0) throw new StoreSchemaMissingError('postgres', missing, '`await store.migrate()` (or sql/postgres.sql for the default names)');
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
@@ -259,8 +279,9 @@ function notAPgPool(value: object): string | undefined {
   return undefined;
 }
 
-const VERIFY_SQL = `SELECT to_regclass($1) IS NOT NULL AS has_table,
-  EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3) AS has_claim`;
+const SCHEMA_SQL = `SELECT to_regclass($1) IS NOT NULL AS has_table,
+  EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3) AS has_claim,
+  array(SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = ANY($4::text[]) AND NOT attisdropped) AS columns`;
 
 function unavailable(operation: string, where: string, error: unknown): StoreUnavailableError {
   const hint = isMissingSchema(error) ? ' (run store.migrate() or sql/postgres.sql first)' : '';

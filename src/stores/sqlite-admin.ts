@@ -24,18 +24,20 @@ interface Row {
   body: Uint8Array | null;
   body_omitted: number;
   body_bytes: number | null;
+  created_at: number | null;
+  updated_at: number | null;
 }
 
 /** `table` is the store's, already checked to be a plain identifier. */
 export function sqliteAdmin(db: SqliteDatabase, table: string, now: Clock): StoreAdmin {
   const t = table;
   const gate = gateFor(db);
-  const summaryColumns = `scope, key, state, fingerprint, attempt, lease_until, expires_at, recovery_point, status,
+  const summaryColumns = `scope, key, state, fingerprint, attempt, lease_until, expires_at, created_at, updated_at, recovery_point, status,
     CASE WHEN body_omitted = 1 OR state = 'in_flight' THEN NULL ELSE coalesce(length(body), 0) END AS body_bytes`;
   const inspect = db.prepare(`SELECT *, NULL AS body_bytes FROM ${t} WHERE scope = @scope AND key = @key`);
   const list = db.prepare(
     `SELECT ${summaryColumns} FROM ${t}
-      WHERE (@state IS NULL OR state = @state) AND (@scope IS NULL OR scope = @scope) AND (@before IS NULL OR lease_until <= @before)
+      WHERE (@state IS NULL OR state = @state) AND (@scope IS NULL OR scope = @scope) AND (@before IS NULL OR coalesce(created_at, lease_until) <= @before)
       ORDER BY lease_until, scope, key LIMIT @limit`,
   );
   const live = `NOT (expires_at <= @now AND (state = 'completed' OR lease_until <= @now))`;
@@ -112,6 +114,8 @@ function toSummary(row: Row, now: number): RecordSummary {
     expiresAt,
     expired: isExpiredAt({ state: row.state, leaseUntil, expiresAt }, now),
     attempt: Number(row.attempt),
+    createdAt: row.created_at === null ? null : Number(row.created_at),
+    updatedAt: row.updated_at === null ? null : Number(row.updated_at),
     recoveryPoint: row.recovery_point ?? undefined,
     status: row.state === 'completed' ? (row.status ?? undefined) : undefined,
     bodyBytes: row.body_bytes === null ? null : Number(row.body_bytes),
@@ -143,5 +147,7 @@ function toDetails(row: Row, now: number): RecordDetails {
     attempt: s.attempt,
     now,
     expired: s.expired,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
   };
 }

@@ -59,8 +59,12 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
 export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords, AdministrableStore {
-  /** Creates the table and its expiry index if missing (run by the factory too). */
-  migrate(): void;
+  /**
+   * Creates the table and its expiry index if missing, and adds the columns a table made by an
+   * earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them empty: unknown). Run by
+   * the factory too. Returns what it added to an existing table, as `column <table>.<name>`.
+   */
+  migrate(): string[];
   /**
    * Checks that the table is there with every column the store uses; throws
    * `StoreSchemaMissingError` naming what is missing and `store.migrate()` as the fix.
@@ -91,6 +95,8 @@ interface Row {
   headers: string | null;
   body: Uint8Array | null;
   body_omitted: number;
+  created_at: number | null;
+  updated_at: number | null;
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -100,7 +106,16 @@ const EXPIRED = (t: string) => `(${t}.expires_at <= @now AND (${t}.state = 'comp
 /** The columns the statements below read or write, for `verify()`. */
 const COLUMNS = [
   'scope', 'key', 'fingerprint', 'state', 'token', 'attempt', 'lease_until', 'expires_at',
-  'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted',
+  'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted', 'created_at', 'updated_at',
+] as const;
+
+/**
+ * Columns added after the first schema, with their definitions: `migrate()` adds those a table
+ * lacks. Nullable, so the rows already there stay valid (their time is unknown, never 1970).
+ */
+const ADDED_COLUMNS = [
+  ['created_at', 'INTEGER'],
+  ['updated_at', 'INTEGER'],
 ] as const;
 
 /**
@@ -129,7 +144,8 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   }
 
-  const migrate = () => {
+  const columnNames = () => new Set((db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as Array<{ name: string }>).map((c) => c.name));
+  const migrate = (): string[] => {
     db.exec(`CREATE TABLE IF NOT EXISTS ${table} (
       scope TEXT NOT NULL,
       key TEXT NOT NULL,
@@ -145,9 +161,23 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       headers TEXT,
       body BLOB,
       body_omitted INTEGER NOT NULL DEFAULT 0,
+      created_at INTEGER,
+      updated_at INTEGER,
       PRIMARY KEY (scope, key)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS ${table}_expires_at ON ${table} (expires_at);`);
+    const added: string[] = [];
+    for (const [column, type] of ADDED_COLUMNS) {
+      if (columnNames().has(column)) continue;
+      try {
+        db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+        added.push(`column ${table}.${column}`);
+      } catch (error) {
+        // Another process added it between the look and the ALTER: nothing left to do.
+        if (!columnNames().has(column)) throw error;
+      }
+    }
+    return added;
   };
   migrate();
 
@@ -159,11 +189,14 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   // The claim decision: insert, or take over an expired record / an expired lease of the same
   // request, all in one statement. RETURNING is empty when the existing record stands.
   const upsert = db.prepare(
-    `INSERT INTO ${t} (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
-     VALUES (@scope, @key, @fp, 'in_flight', @token, 1, @now + @lease, @now + @window)
+    `INSERT INTO ${t} (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, created_at, updated_at)
+     VALUES (@scope, @key, @fp, 'in_flight', @token, 1, @now + @lease, @now + @window, @now, @now)
      ON CONFLICT (scope, key) DO UPDATE SET
        token = excluded.token,
        lease_until = excluded.lease_until,
+       updated_at = excluded.updated_at,
+       -- A take-over keeps the request's creation time; past its window the record starts anew.
+       created_at = CASE WHEN ${EXPIRED(t)} THEN excluded.created_at ELSE ${t}.created_at END,
        attempt = CASE WHEN ${EXPIRED(t)} THEN 1 ELSE ${t}.attempt + 1 END,
        recovery_point = CASE WHEN ${EXPIRED(t)} THEN NULL ELSE ${t}.recovery_point END,
        recovery_data = CASE WHEN ${EXPIRED(t)} THEN NULL ELSE ${t}.recovery_data END,
@@ -175,12 +208,13 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
      RETURNING attempt, recovery_point, recovery_data`,
   );
   const renew = db.prepare(
-    `UPDATE ${t} SET lease_until = @now + @lease
+    `UPDATE ${t} SET lease_until = @now + @lease, updated_at = @now
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`,
   );
-  const checkpointSql = `UPDATE ${t} SET recovery_point = @point, recovery_data = @data
+  const checkpointSql = `UPDATE ${t} SET recovery_point = @point, recovery_data = @data, updated_at = @now
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
-  const completeSql = `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted
+  const completeSql = `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted,
+      updated_at = @now
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
   const checkpoint = db.prepare(checkpointSql);
   const complete = db.prepare(completeSql);
@@ -264,6 +298,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       headers: JSON.stringify(fitted.headers),
       body: fitted.body === null ? null : Buffer.from(fitted.body.buffer, fitted.body.byteOffset, fitted.body.byteLength),
       omitted: fitted.bodyOmitted ? 1 : 0,
+      now: now(),
     };
   };
   const checkpointParams = (ref: RecordRef, token: string, point: string, data: unknown) => ({
@@ -272,6 +307,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     token,
     point,
     data: data === undefined ? null : JSON.stringify(data),
+    now: now(),
   });
 
   /** Runs `fn` through the gate once `ref` is known to be storable: a refused ref rejects, never throws. */
@@ -312,7 +348,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       if (present.size === 0) throw new StoreSchemaMissingError('sqlite', [`table ${table}`], '`store.migrate()`');
       const missing = COLUMNS.filter((column) => !present.has(column));
       if (missing.length > 0) {
-        throw new StoreSchemaMissingError('sqlite', missing.map((column) => `column ${table}.${column}`), `\`store.migrate()\` on a new table (the table ${table} predates this version, or is not idemkit's)`);
+        throw new StoreSchemaMissingError('sqlite', missing.map((column) => `column ${table}.${column}`), `\`store.migrate()\` (it adds the columns a table of an earlier idemkit lacks), or a new table if ${table} is not idemkit's`);
       }
     },
     exclusive: (fn) => gate.run(() => fn(db)),

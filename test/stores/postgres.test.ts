@@ -84,7 +84,9 @@ describe.skipIf(!up)('postgres store', () => {
           connect: () => Promise.reject(new Error('unused')),
         };
         await postgresStore({ pool: recorder }).migrate();
-        expect(ran).toEqual([file]);
+        // A look at what is there (to report what it adds), then the file's text, as one message.
+        expect(ran).toHaveLength(2);
+        expect(ran[1]).toBe(file);
       });
 
       it('migrates twice, and from several pools at once, onto a fresh table', async () => {
@@ -136,6 +138,49 @@ describe.skipIf(!up)('postgres store', () => {
         } finally {
           await long.query('ROLLBACK');
           long.release();
+        }
+      });
+
+      it('upgrades a table of the previous schema in place: old rows stay readable with unknown times, new ones are stamped', async () => {
+        const old = uniqueTable();
+        // The previous release's sql/postgres.sql, table, index and claim function, on this table.
+        const previous = readFileSync(new URL('./fixtures/postgres-before-timestamps.sql', import.meta.url), 'utf8').replaceAll('idempotency_records', old);
+        const client = await pool.connect();
+        try {
+          await client.query(`BEGIN; ${previous}; COMMIT`);
+        } finally {
+          client.release();
+        }
+        try {
+          const upgraded = postgresStore({ pool, table: old });
+          // Written by the previous version: a completed record, and an in-flight one whose lease ended.
+          await pool.query(
+            `INSERT INTO "${old}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body)
+             VALUES ('t', 'done', 'fp', 'completed', '', 1, now() - interval '1 minute', now() + interval '1 hour', 201, '[]', 'x'),
+                    ('t', 'running', 'fp', 'in_flight', $1, 1, now() - interval '1 minute', now() + interval '1 hour', NULL, NULL, NULL)`,
+            ['a'.repeat(32)],
+          );
+          await expect(upgraded.verify()).rejects.toMatchObject({ missing: [`column public.${old}.created_at`, `column public.${old}.updated_at`] });
+          expect(await upgraded.migrate()).toEqual([`column public.${old}.created_at`, `column public.${old}.updated_at`]);
+          expect(await upgraded.migrate()).toEqual([]);
+          await expect(upgraded.verify()).resolves.toBeUndefined();
+          // The old rows replay and show unknown times, not 1970; --older-than judges them by their lease.
+          expect(await upgraded.claim({ scope: 't', key: 'done' }, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
+          expect(await upgraded.admin.inspect({ scope: 't', key: 'done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+          expect((await upgraded.admin.list({ scope: 't', olderThanMs: 30_000 })).map((r) => r.key).sort()).toEqual(['done', 'running']);
+          // A take-over of an old row is a change; its creation stays unknown.
+          expect(await upgraded.claim({ scope: 't', key: 'running' }, 'fp', opts)).toMatchObject({ kind: 'acquired', takeover: true });
+          const taken = await upgraded.admin.inspect({ scope: 't', key: 'running' });
+          expect(taken).toMatchObject({ attempt: 2, createdAt: null });
+          expect(taken!.updatedAt).toBeGreaterThan(0);
+          // New records get both, on the server's clock.
+          expect((await upgraded.claim({ scope: 't', key: 'new' }, 'fp', opts)).kind).toBe('acquired');
+          const fresh = await upgraded.admin.inspect({ scope: 't', key: 'new' });
+          expect(fresh!.createdAt).toBe(fresh!.updatedAt);
+          expect(fresh!.createdAt!).toBeLessThanOrEqual(fresh!.now);
+          expect(fresh!.createdAt!).toBeGreaterThan(fresh!.now - 60_000);
+        } finally {
+          await dropTable(pool, old);
         }
       });
 

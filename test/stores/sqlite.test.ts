@@ -106,7 +106,60 @@ describe('sqliteStore', () => {
     store.migrate();
     await expect(store.verify()).resolves.toBeUndefined();
     db.exec('DROP TABLE verified_records; CREATE TABLE verified_records (scope TEXT, key TEXT, fingerprint TEXT, state TEXT, token TEXT, attempt INTEGER, lease_until INTEGER, expires_at INTEGER, status INTEGER, headers TEXT, body BLOB, body_omitted INTEGER)');
-    await expect(store.verify()).rejects.toMatchObject({ missing: ['column verified_records.recovery_point', 'column verified_records.recovery_data'] });
+    await expect(store.verify()).rejects.toMatchObject({
+      missing: ['column verified_records.recovery_point', 'column verified_records.recovery_data', 'column verified_records.created_at', 'column verified_records.updated_at'],
+    });
+    cleanup();
+  });
+
+  it('migrate() upgrades a table of the previous schema in place: old rows stay readable, with unknown times; new ones are stamped', async () => {
+    const { db, cleanup } = tempDb();
+    const clock = manualClock();
+    // The schema before createdAt/updatedAt, as the previous release's migrate created it.
+    db.exec(`CREATE TABLE upgraded (
+      scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')), token TEXT NOT NULL, attempt INTEGER NOT NULL,
+      lease_until INTEGER NOT NULL, expires_at INTEGER NOT NULL, recovery_point TEXT, recovery_data TEXT,
+      status INTEGER, headers TEXT, body BLOB, body_omitted INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX upgraded_expires_at ON upgraded (expires_at);`);
+    const t = clock.now();
+    db.prepare(
+      `INSERT INTO upgraded (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body, body_omitted)
+       VALUES ('t', 'old-done', 'fp', 'completed', '', 1, ?, ?, 201, '[]', X'7b7d', 0),
+              ('t', 'old-running', 'fp', 'in_flight', ?, 1, ?, ?, NULL, NULL, NULL, 0)`,
+    ).run(t - 1000, t + 60_000, 'a'.repeat(32), t + 1000, t + 60_000);
+    // The factory migrates; then migrate() again finds nothing to add.
+    const store = sqliteStore({ database: db, table: 'upgraded', clock: clock.now });
+    const columns = (db.prepare(`SELECT name FROM pragma_table_info('upgraded')`).all() as Array<{ name: string }>).map((c) => c.name);
+    expect(columns).toEqual(expect.arrayContaining(['created_at', 'updated_at']));
+    expect(store.migrate()).toEqual([]);
+    await expect(store.verify()).resolves.toBeUndefined();
+    // The old rows: replayed as before, and shown with unknown times (null), not 1970.
+    expect(await store.claim({ scope: 't', key: 'old-done' }, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
+    expect(await store.admin.inspect({ scope: 't', key: 'old-done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+    // --older-than falls back to the lease for them: old-done's lease ended, old-running's ends in 1 s.
+    expect((await store.admin.list({ scope: 't', olderThanMs: 0 })).map((r) => r.key)).toEqual(['old-done']);
+    await clock.advance(1000);
+    // A take-over of an old row is a change (updatedAt), but its creation stays unknown.
+    const taken = await store.claim({ scope: 't', key: 'old-running' }, 'fp', opts);
+    expect(taken).toMatchObject({ kind: 'acquired', takeover: true });
+    expect(await store.admin.inspect({ scope: 't', key: 'old-running' })).toMatchObject({ createdAt: null, updatedAt: clock.now() });
+    // New records get both.
+    const fresh = await store.claim({ scope: 't', key: 'new' }, 'fp', opts);
+    if (fresh.kind !== 'acquired') throw new Error(fresh.kind);
+    expect(await store.admin.inspect({ scope: 't', key: 'new' })).toMatchObject({ createdAt: clock.now(), updatedAt: clock.now() });
+    cleanup();
+  });
+
+  it('migrate() adds each missing column once, reports it, and is safe to run twice', () => {
+    const { db, cleanup } = tempDb();
+    const store = sqliteStore({ database: db, table: 'twice' });
+    expect(store.migrate()).toEqual([]);
+    db.exec('ALTER TABLE twice DROP COLUMN updated_at');
+    expect(store.migrate()).toEqual(['column twice.updated_at']);
+    expect(store.migrate()).toEqual([]);
     cleanup();
   });
 
