@@ -9,6 +9,10 @@
 --   UPDATE always change the row, whatever the connection's CLIENT_FOUND_ROWS flag.
 -- lease_until, expires_at: epoch ms on the SERVER's clock (UTC_TIMESTAMP), never an app's.
 -- expires_at index: the reaper walks it in bounded batches (DELETE ... ORDER BY expires_at LIMIT n).
+-- created_at, updated_at: epoch ms on the server's clock when the record was claimed (a take-over
+--   keeps it) and last changed; NULL (unknown) in rows written before idemkit kept them.
+--   A table created by an earlier idemkit lacks them: `store.migrate()` / `idemkit migrate` adds
+--   them, or run: ALTER TABLE idempotency_records ADD COLUMN created_at BIGINT NULL, ADD COLUMN updated_at BIGINT NULL;
 CREATE TABLE IF NOT EXISTS `idempotency_records` (
   scope VARBINARY(1024) NOT NULL,
   idem_key VARBINARY(255) NOT NULL,
@@ -25,6 +29,8 @@ CREATE TABLE IF NOT EXISTS `idempotency_records` (
   headers MEDIUMTEXT NULL,
   body LONGBLOB NULL,
   body_omitted TINYINT(1) NOT NULL DEFAULT 0,
+  created_at BIGINT NULL,
+  updated_at BIGINT NULL,
   PRIMARY KEY (scope, idem_key),
   KEY expires_at (expires_at)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

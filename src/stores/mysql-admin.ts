@@ -11,7 +11,8 @@ import type { Connections } from './mysql-connections.js';
 import { NOW_MS } from './mysql-sql.js';
 
 const EXPIRED = `(expires_at <= ${NOW_MS} AND (state = 'completed' OR lease_until <= ${NOW_MS}))`;
-const SUMMARY = `${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, attempt, lease_until, expires_at, recovery_point, status,
+const SUMMARY = `${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, attempt, lease_until, expires_at, created_at, updated_at,
+  recovery_point, status,
   CASE WHEN body_omitted = 1 OR state = 'in_flight' THEN NULL ELSE COALESCE(LENGTH(body), 0) END AS body_bytes`;
 
 /** `table` is the store's, already checked to be a plain identifier. */
@@ -40,7 +41,8 @@ export function mysqlAdmin(db: Connections, table: string): StoreAdmin {
       };
       if (f.state !== undefined) add('state = ?', f.state);
       if (f.scope !== undefined) add('scope = ?', Buffer.from(f.scope, 'utf8'));
-      if (f.olderThanMs !== undefined) add(`lease_until <= ${NOW_MS} - ?`, f.olderThanMs);
+      // By creation; a row of an earlier idemkit (no created_at) by the end of its lease.
+      if (f.olderThanMs !== undefined) add(`COALESCE(created_at, lease_until) <= ${NOW_MS} - ?`, f.olderThanMs);
       // `limit` is a checked integer: a LIMIT placeholder is refused by some servers when bound as DOUBLE.
       const found = await rows(
         'list',
@@ -104,6 +106,9 @@ function refParams(ref: RecordRef): Buffer[] {
   return [Buffer.from(ref.scope, 'utf8'), Buffer.from(ref.key, 'utf8')];
 }
 
+/** A time that may be unknown (NULL in rows of an earlier idemkit). */
+const orNull = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
+
 function text(value: unknown): string {
   if (Buffer.isBuffer(value)) return value.toString('utf8');
   return String(value);
@@ -126,6 +131,8 @@ function toSummary(row: Record<string, unknown>, table: string): RecordSummary {
     expiresAt,
     expired: isExpiredAt({ state, leaseUntil, expiresAt }, now),
     attempt: Number(row.attempt),
+    createdAt: orNull(row.created_at),
+    updatedAt: orNull(row.updated_at),
     recoveryPoint: row.recovery_point === null || row.recovery_point === undefined ? undefined : text(row.recovery_point),
     status: state === 'completed' && row.status !== null ? Number(row.status) : undefined,
     bodyBytes: row.body_bytes === null ? null : Number(row.body_bytes),
@@ -158,5 +165,7 @@ function toDetails(row: Record<string, unknown>, table: string): RecordDetails {
     attempt: s.attempt,
     now: Number(row.now_ms),
     expired: s.expired,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
   };
 }

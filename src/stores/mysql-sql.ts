@@ -44,10 +44,25 @@ export function mysqlSchema(table = 'idempotency_records'): string {
   headers MEDIUMTEXT NULL,
   body LONGBLOB NULL,
   body_omitted TINYINT(1) NOT NULL DEFAULT 0,
+  created_at BIGINT NULL,
+  updated_at BIGINT NULL,
   PRIMARY KEY (scope, idem_key),
   KEY expires_at (expires_at)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`;
 }
+
+/**
+ * Columns added after the first schema, with their definitions: `migrate()` adds those a table
+ * lacks. Nullable, so the rows already there stay valid, with an unknown time (never 1970).
+ */
+export const ADDED_COLUMNS = [
+  ['created_at', 'BIGINT NULL'],
+  ['updated_at', 'BIGINT NULL'],
+] as const;
+
+/** The columns of ADDED_COLUMNS the table has in the connection's database (none when there is no table). */
+export const COLUMNS_PRESENT = `SELECT column_name AS name FROM information_schema.columns
+  WHERE table_schema = DATABASE() AND table_name = ?`;
 
 /**
  * The statements. Every write bumps `revision`, which gives two guarantees that do not depend on
@@ -79,19 +94,21 @@ export function statements(table: string) {
     read: `SELECT ${NOW_MS} AS now_ms, state, fingerprint, token, revision, attempt, lease_until, expires_at,
         recovery_point, recovery_data, status, headers, body, body_omitted
       FROM ${t} WHERE ${id}`,
-    insert: `INSERT INTO ${t} (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at)
-      VALUES (?, ?, ?, 'in_flight', ?, 1, 1, ${NOW_MS} + ?, ${NOW_MS} + ?)`,
+    insert: `INSERT INTO ${t} (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at, created_at, updated_at)
+      VALUES (?, ?, ?, 'in_flight', ?, 1, 1, ${NOW_MS} + ?, ${NOW_MS} + ?, ${NOW_MS}, ${NOW_MS})`,
     replace: `UPDATE ${t} SET fingerprint = ?, state = 'in_flight', token = ?, revision = revision + 1, attempt = 1,
         lease_until = ${NOW_MS} + ?, expires_at = ${NOW_MS} + ?, recovery_point = NULL, recovery_data = NULL,
-        status = NULL, headers = NULL, body = NULL, body_omitted = 0
+        status = NULL, headers = NULL, body = NULL, body_omitted = 0, created_at = ${NOW_MS}, updated_at = ${NOW_MS}
       WHERE ${id} AND revision = ? AND ${EXPIRED}`,
-    takeover: `UPDATE ${t} SET token = ?, revision = revision + 1, attempt = attempt + 1, lease_until = ${NOW_MS} + ?
+    // A take-over keeps the request's creation time (created_at).
+    takeover: `UPDATE ${t} SET token = ?, revision = revision + 1, attempt = attempt + 1, lease_until = ${NOW_MS} + ?,
+        updated_at = ${NOW_MS}
       WHERE ${id} AND revision = ? AND state = 'in_flight' AND fingerprint = ?
         AND lease_until <= ${NOW_MS} AND expires_at > ${NOW_MS}`,
-    renew: `UPDATE ${t} SET lease_until = ${NOW_MS} + ?, revision = revision + 1 WHERE ${owned}`,
-    checkpoint: `UPDATE ${t} SET recovery_point = ?, recovery_data = ?, revision = revision + 1 WHERE ${owned}`,
+    renew: `UPDATE ${t} SET lease_until = ${NOW_MS} + ?, revision = revision + 1, updated_at = ${NOW_MS} WHERE ${owned}`,
+    checkpoint: `UPDATE ${t} SET recovery_point = ?, recovery_data = ?, revision = revision + 1, updated_at = ${NOW_MS} WHERE ${owned}`,
     complete: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?, body = ?, body_omitted = ?,
-        revision = revision + 1 WHERE ${owned}`,
+        revision = revision + 1, updated_at = ${NOW_MS} WHERE ${owned}`,
     release: `DELETE FROM ${t} WHERE ${owned}`,
     // Walks the expiry index in order; the lease condition keeps a live claim out even when its
     // window has passed. `limit` is a validated integer (a LIMIT placeholder is refused by some

@@ -18,7 +18,7 @@ import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysq
 import { isDuplicateKey } from '../drivers/mysql.js';
 import { mysqlAdmin } from './mysql-admin.js';
 import { Connections } from './mysql-connections.js';
-import { MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
+import { ADDED_COLUMNS, COLUMNS_PRESENT, MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
 import { headersProblem, statusProblem } from './stored-response.js';
 
 export type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
@@ -49,12 +49,17 @@ type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>
 
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
 export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords, AdministrableStore {
-  /** Creates the table and its expiry index if missing. Idempotent, and safe to run concurrently. */
-  migrate(): Promise<void>;
   /**
-   * Resolves when the table exists in the connection's database; otherwise rejects with
-   * `StoreSchemaMissingError` naming it and `await store.migrate()` as the fix. One round trip:
-   * call it at start-up so a missing migration fails the deploy, not every request.
+   * Creates the table and its expiry index if missing, and adds the columns a table of an earlier
+   * idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL: unknown). Idempotent, and
+   * safe to run concurrently. Resolves to what it added, as `column <table>.<name>`.
+   */
+  migrate(): Promise<string[]>;
+  /**
+   * Resolves when the table exists in the connection's database with every column this version
+   * writes; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
+   * `await store.migrate()` as the fix. One round trip: call it at start-up so a missing
+   * migration fails the deploy, not every request.
    */
   verify(): Promise<void>;
 }
@@ -81,6 +86,12 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   opts.done();
   const sql = statements(table);
   const db = new Connections(pool, timeoutMs);
+
+  /** The names of the table's columns in the connection's database; empty when there is no table. */
+  async function columns(what: string): Promise<Set<string>> {
+    const { result } = await db.run(what, COLUMNS_PRESENT, [table]);
+    return new Set((result as Array<{ name?: unknown }>).map((row) => text(row.name) ?? ''));
+  }
 
   async function read(ref: RecordRef, id: Buffer[]): Promise<Row | undefined> {
     const { result } = await db.run('read', sql.read, id);
@@ -151,11 +162,27 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
     maxResponseBytes,
     async migrate() {
       await db.run('migrate', mysqlSchema(table), [], 'query');
+      const added: string[] = [];
+      for (const [column, definition] of ADDED_COLUMNS) {
+        if ((await columns('migrate')).has(column)) continue;
+        try {
+          // Nullable at the end of the row: an instant change on MySQL 8 and MariaDB 10.3+.
+          await db.run('migrate', `ALTER TABLE \`${table}\` ADD COLUMN ${column} ${definition}`, [], 'query');
+          added.push(`column ${table}.${column}`);
+        } catch (error) {
+          // Another instance added it between the look and the ALTER (ER_DUP_FIELDNAME).
+          if (!(await columns('migrate')).has(column)) throw error;
+        }
+      }
+      return added;
     },
     async verify() {
-      const { result } = await db.run('verify', 'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?', [table]);
-      const row = (result as Array<{ n?: unknown }>)[0];
-      if (Number(row?.n) !== 1) throw new StoreSchemaMissingError('mysql', [`table ${table} (in the connection's database)`], '`await store.migrate()` (or sql/mysql.sql for the default name)');
+      const present = await columns('verify');
+      const missing =
+        present.size === 0
+          ? [`table ${table} (in the connection's database)`]
+          : ADDED_COLUMNS.filter(([column]) => !present.has(column)).map(([column]) => `column ${table}.${column}`);
+      if (missing.length > 0) throw new StoreSchemaMissingError('mysql', missing, '`await store.migrate()` (or sql/mysql.sql for the default name)');
     },
     claim,
     async renew(ref, token, leaseMs) {

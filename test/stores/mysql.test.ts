@@ -113,6 +113,41 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       await expect(store.verify()).resolves.toBeUndefined();
     });
 
+    it('upgrades a table of the previous schema in place: old rows stay readable with unknown times, new ones are stamped', async () => {
+      const table = newTable('upgrade');
+      // The previous release's sql/mysql.sql, on this table.
+      const previous = readFileSync(join(import.meta.dirname, 'fixtures/mysql-before-timestamps.sql'), 'utf8');
+      await main.query(previous.replace('`idempotency_records`', `\`${table}\``));
+      const now = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)`;
+      await main.query(
+        `INSERT INTO \`${table}\` (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at, status, headers, body)
+         VALUES ('t', 'done', 'fp', 'completed', '', 1, 1, ${now} - 60000, ${now} + 3600000, 201, '[]', 'x'),
+                ('t', 'running', 'fp', 'in_flight', ?, 1, 1, ${now} - 60000, ${now} + 3600000, NULL, NULL, NULL)`,
+        ['a'.repeat(32)],
+      );
+      const store = mysqlStore({ pool: main, table });
+      await expect(store.verify()).rejects.toMatchObject({ missing: [`column ${table}.created_at`, `column ${table}.updated_at`] });
+      expect(await store.migrate()).toEqual([`column ${table}.created_at`, `column ${table}.updated_at`]);
+      expect(await store.migrate()).toEqual([]);
+      await expect(store.verify()).resolves.toBeUndefined();
+      const o = { leaseMs: 10_000, windowMs: 60_000 };
+      // The old rows replay and show unknown times, not 1970; olderThanMs judges them by their lease.
+      expect(await store.claim({ scope: 't', key: 'done' }, 'fp', o)).toMatchObject({ kind: 'completed', response: { status: 201 } });
+      expect(await store.admin.inspect({ scope: 't', key: 'done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+      expect((await store.admin.list({ scope: 't', olderThanMs: 30_000 })).map((r) => r.key).sort()).toEqual(['done', 'running']);
+      // A take-over of an old row is a change; its creation stays unknown.
+      expect(await store.claim({ scope: 't', key: 'running' }, 'fp', o)).toMatchObject({ kind: 'acquired', takeover: true });
+      const taken = await store.admin.inspect({ scope: 't', key: 'running' });
+      expect(taken).toMatchObject({ attempt: 2, createdAt: null });
+      expect(taken!.updatedAt).toBeGreaterThan(0);
+      // New records get both, on the server's clock.
+      expect((await store.claim({ scope: 't', key: 'new' }, 'fp', o)).kind).toBe('acquired');
+      const fresh = await store.admin.inspect({ scope: 't', key: 'new' });
+      expect(fresh!.createdAt).toBe(fresh!.updatedAt);
+      expect(fresh!.createdAt!).toBeLessThanOrEqual(fresh!.now);
+      expect(fresh!.createdAt!).toBeGreaterThan(fresh!.now - 60_000);
+    });
+
     it('refuses table names that are not plain identifiers, naming `table`', () => {
       for (const table of ['x; DROP TABLE y', 'a-b', '1abc', '', 'db.records', '`x`', 'a'.repeat(65), 'naïve']) {
         expect(() => mysqlStore({ pool: main, table })).toThrow(InvalidOptionError);
