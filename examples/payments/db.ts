@@ -49,7 +49,9 @@ export async function openDb(url: string, prefix = ''): Promise<PaymentsDb> {
     const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 5_000 });
     pool.on('error', () => {}); // an idle connection dropped by the server: the next query reconnects
     const store = postgresStore({ pool, table: t.idempotency });
-    return finish('postgres', url, t, sqlExecutor(pool), store as TransactionalStore<unknown>, () => pool.end(), () => store.migrate());
+    return finish('postgres', url, t, sqlExecutor(pool), store as TransactionalStore<unknown>, () => pool.end(), async () => {
+      await store.migrate();
+    });
   }
   throw new Error(`unsupported database URL ${url} (sqlite:/path/file.db or postgres://…)`);
 }

@@ -213,9 +213,10 @@ export function describeStoreContract(
 
     it('admin: stamps a record with createdAt and updatedAt on the store clock; writes move updatedAt, reads do not', async (...context: [ContractTestContext?]) => {
       if (!hasAdmin(store)) return context[0]?.skip?.();
-      const clock = async () => (await store.admin.stats()).now;
+      const { admin } = store;
+      const clock = async () => (await admin.stats()).now;
       const stamps = async (r: RecordRef) => {
-        const found = await store.admin.inspect(r);
+        const found = await admin.inspect(r);
         expect(found).not.toBeUndefined();
         expect(typeof found!.createdAt).toBe('number');
         expect(typeof found!.updatedAt).toBe('number');

@@ -16,7 +16,8 @@ import { script } from './redis-lua.js';
  * KEYS[1]; ARGV[2] = '1' for the body, '0' for its length only. Replies false (no record, or a
  * key of another type under the prefix), or the record's state, fingerprint, lease_until,
  * expires_at, recovery_point, recovery_data, status, headers, body (or its length), body_omitted,
- * scope, key, the token's first 8 characters, attempt, the Redis clock, and the value's length.
+ * scope, key, the token's first 8 characters, attempt, the Redis clock, the value's length,
+ * created_at and updated_at (false when unknown).
  */
 export const ADMIN_READ = script(
   'admin read',
@@ -31,9 +32,10 @@ if not rest then return corrupt(response) end
 response = response or {}
 local body = response[4] or false
 if body and ARGV[2] ~= '1' then body = #body end
+local created, updated = stamps(r)
 return {r.completed and 'completed' or 'in_flight', rest[1], r.lease, r.expires, rest[4], rest[5],
   response[1] or false, response[2] or false, body, response[3] or false,
-  rest[2], rest[3], string.sub(r.token, 1, 8), r.attempt, now, #r.v}
+  rest[2], rest[3], string.sub(r.token, 1, 8), r.attempt, now, #r.v, created or false, updated or false}
 `,
 );
 
@@ -133,7 +135,16 @@ function toDetails(redisKey: string, f: unknown[], withBody: boolean): RecordDet
     recoveryData: f[5] == null || f[5] === false ? undefined : (JSON.parse(text(f[5]) ?? 'null') as unknown),
     response,
   };
-  return { ...record, tokenPrefix: text(f[12]) ?? '', attempt: Number(f[13]), now, expired: isExpiredAt(record, now) };
+  return {
+    ...record,
+    tokenPrefix: text(f[12]) ?? '',
+    attempt: Number(f[13]),
+    now,
+    expired: isExpiredAt(record, now),
+    // Unknown (false) in a record an earlier idemkit wrote.
+    createdAt: typeof f[16] === 'number' ? f[16] : null,
+    updatedAt: typeof f[17] === 'number' ? f[17] : null,
+  };
 }
 
 function text(value: unknown): string | undefined {

@@ -7,8 +7,9 @@
  *     lease_until (16 digits) | expires_at (16) | fresh TTL (16; 0 once absolute) | attempt (10) |
  *     client clock at creation (16; 0 once absolute)
  *   then the JSON array [fingerprint, scope, key, recovery_point, recovery_data] (false when
- *   absent) and a newline (JSON text holds none), so the record a client writes is text
- *   then, once completed, the response: status (3 digits) | body_omitted ('0' or '1') | the
+ *   absent), to which a script that writes the record adds the times "<created_at><updated_at>"
+ *   (one string of 16 + 16 digits, epoch ms on the Redis clock, 0 when unknown), and a newline
+ *   (JSON text holds none), so the record a client writes is text; then, once completed, the response: status (3 digits) | body_omitted ('0' or '1') | the
  *   headers' length in bytes (10 digits) | the headers as JSON | the body's bytes, to the end.
  *   A UTF-8 body keeps the whole record text, so the client sends the completion as strings.
  *
@@ -27,6 +28,13 @@
  * the owner with string operations and stores the response by flipping the state and appending
  * bytes: no decoding, no number parsing, and no TTL change (`KEEPTTL`) when the lease does not
  * outlast the window (zero-padded digits compare as strings).
+ *
+ * The times ride at the end of the JSON, as fixed-width digits, so a script rewrites them with
+ * string operations (no JSON decoding) and an earlier idemkit, which reads the array by position
+ * and keeps what follows, reads and keeps records that have them. A record without them (written
+ * by an earlier idemkit, or fresh from a client) has unknown times, except that a fresh record's
+ * creation is known from its TTL, and nothing has changed it since but a completion (which adds
+ * the times). So a new key's claim stays one `SET … NX GET` and a replay writes nothing.
  *
  * A record ends at `expires_at` once completed, and at max(expires_at, lease_until) while in
  * flight: from then on every script treats it as absent. Its key's TTL is that end plus a grace
@@ -63,6 +71,19 @@ local function unreadable(v)
   if state ~= 'I' and state ~= 'C' then return 'unknown state "' .. state .. '"' end
   if not string.match(string.sub(v, 35, H), '^%d+$') then return 'lease_until, expires_at, fresh TTL or attempt is not a number' end
 end
+-- The rest of a record (from its JSON on) with the times set: updated_at, and created_at unless
+-- nil (then the one there is kept, or 0: unknown). The times are the JSON array's last element,
+-- ,"<16 digits><16 digits>"] just before the newline; a record without them gets them appended.
+-- Nil when the JSON has no end.
+local function stamped(rest, created, updated)
+  local nl = string.find(rest, '\\n', 1, true)
+  if not nl then return nil end
+  if nl > 36 and string.match(string.sub(rest, nl - 36, nl - 1), '^,"%d+"%]$') then
+    created = created or tonumber(string.sub(rest, nl - 34, nl - 19))
+    return string.sub(rest, 1, nl - 35) .. string.format('%016d%016d', created, updated) .. string.sub(rest, nl - 2)
+  end
+  return string.sub(rest, 1, nl - 2) .. string.format(',"%016d%016d"]', created or 0, updated) .. string.sub(rest, nl)
+end
 `;
 
 // The helpers the other scripts share.
@@ -94,8 +115,24 @@ local function load(now, v)
     if ttl < 0 then return nil, 'a fresh record without its TTL' end
     local created = (now or now_ms()) - (fresh - ttl)
     r.lease, r.expires = created + r.lease, created + r.expires
+    -- Once a script rewrites the record it is absolute, so it must then keep this in its times.
+    r.created = created
   end
   return r
+end
+-- The record's created_at and updated_at, each nil when unknown. A fresh record's creation comes
+-- from its TTL; without times of its own nothing has changed it since.
+local function stamps(r)
+  local v = r.v
+  local nl = string.find(v, '\\n', H + 1, true)
+  local created, updated
+  if nl and nl > H + 36 and string.match(string.sub(v, nl - 36, nl - 1), '^,"%d+"%]$') then
+    created, updated = tonumber(string.sub(v, nl - 34, nl - 19)), tonumber(string.sub(v, nl - 18, nl - 3))
+  end
+  if r.created then created = r.created end
+  if created == 0 then created = nil end
+  if updated == nil or updated == 0 then updated = r.created end
+  return created, updated
 end
 -- The variable parts: {fingerprint, scope, key, recovery_point, recovery_data}, and the response
 -- {status, headers, body_omitted, body} of a completed record; nil and the reason when unreadable.
@@ -173,13 +210,16 @@ if r and not expired(r, now) then
   if r.lease > now then return {'in_flight', r.lease - now} end
   -- The same request, and its owner's lease ran out: take over. The window and the recovery
   -- point stay; the new token fences the earlier owner out.
+  -- It keeps the request's creation time too.
   local lease_until = now + ARGV[4]
-  save(head('I', ARGV[3], lease_until, r.expires, r.attempt + 1) .. string.sub(r.v, H + 1), math.max(r.expires, lease_until))
+  save(head('I', ARGV[3], lease_until, r.expires, r.attempt + 1) .. stamped(string.sub(r.v, H + 1), r.created, now),
+    math.max(r.expires, lease_until))
   return {'acquired', 1, rest[4], rest[5]}
 end
 -- No record, or its window is over: a new request, with nothing of the old record kept.
 local lease_until, expires_at = now + ARGV[4], now + ARGV[5]
-save(head('I', ARGV[3], lease_until, expires_at, 1) .. cjson.encode({ARGV[2], ARGV[6], ARGV[7], false, false}) .. '\\n',
+save(head('I', ARGV[3], lease_until, expires_at, 1) ..
+  cjson.encode({ARGV[2], ARGV[6], ARGV[7], false, false, string.format('%016d%016d', now, now)}) .. '\\n',
   math.max(expires_at, lease_until))
 return 0
 `,
@@ -192,9 +232,12 @@ export const RENEW = script(
 local r, err = owned(ARGV[2])
 if err then return corrupt(err) end
 if not r then return 0 end
-local lease_until = now_ms() + ARGV[3]
+local now = now_ms()
+local lease_until = now + ARGV[3]
+local rest = stamped(string.sub(r.v, H + 1), r.created, now)
+if not rest then return corrupt('the fingerprint is missing') end
 -- Past its window an in-flight record lives on its lease alone: the TTL follows the lease.
-save(head('I', r.token, lease_until, r.expires, r.attempt) .. string.sub(r.v, H + 1), math.max(r.expires, lease_until))
+save(head('I', r.token, lease_until, r.expires, r.attempt) .. rest, math.max(r.expires, lease_until))
 return 1
 `,
 );
@@ -210,7 +253,7 @@ local rest, why = parts(r)
 if not rest then return corrupt(why) end
 rest[4] = ARGV[3]
 rest[5] = ARGV[4] == '1' and ARGV[5]
-save(head('I', r.token, r.lease, r.expires, r.attempt) .. cjson.encode(rest) .. '\\n', math.max(r.expires, r.lease))
+save(head('I', r.token, r.lease, r.expires, r.attempt) .. stamped(cjson.encode(rest) .. '\\n', r.created, now_ms()), math.max(r.expires, r.lease))
 return 1
 `,
 );
@@ -230,14 +273,22 @@ local why = unreadable(v)
 if why then return helpers().corrupt(why) end
 if string.sub(v, 3, 34) ~= ARGV[2] then return 0 end
 if string.sub(v, 2, 2) == 'C' then return 2 end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local h
 -- Completed, the lease no longer matters: the record ends with its window. When the lease does
 -- not outlast the window (in either form, as durations or as times), the TTL already ends there.
+-- A fresh record stays fresh (its creation is read from its TTL), so its created_at stays 0.
 if string.sub(v, 35, 50) <= string.sub(v, 51, 66) then
-  redis.call('SET', k, '${RECORD_FORMAT}C' .. string.sub(v, 3) .. ARGV[3], 'KEEPTTL')
+  local rest = stamped(string.sub(v, H + 1), nil, now)
+  if not rest then return helpers().corrupt('the fingerprint is missing') end
+  redis.call('SET', k, '${RECORD_FORMAT}C' .. string.sub(v, 3, H) .. rest .. ARGV[3], 'KEEPTTL')
 else
-  local h = helpers()
-  local r = h.load(nil, v)
-  h.save(h.head('C', r.token, r.lease, r.expires, r.attempt) .. string.sub(v, H + 1) .. ARGV[3], r.expires)
+  h = helpers()
+  local r = h.load(now, v)
+  local rest = stamped(string.sub(v, H + 1), r.created, now)
+  if not rest then return h.corrupt('the fingerprint is missing') end
+  h.save(h.head('C', r.token, r.lease, r.expires, r.attempt) .. rest .. ARGV[3], r.expires)
 end
 return 1
 `,

@@ -153,6 +153,55 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(store.keyOf({ scope: 'a","b', key: 'c' })).not.toBe(store.keyOf({ scope: 'a', key: 'b","c' }));
   });
 
+  it('keeps createdAt and updatedAt at the end of the JSON; a record of an earlier idemkit reads as unknown times', async () => {
+    // Fresh from the claim's SET NX: no times of its own, its creation read from its TTL.
+    const { ref, token } = await acquire(store);
+    const key = store.keyOf(ref);
+    expect((await readRecord(admin, key))[1]).toHaveLength(5);
+    const fresh = (await store.admin.inspect(ref))!;
+    expect(fresh.createdAt).toBe(fresh.updatedAt);
+    expect(fresh.createdAt!).toBeLessThanOrEqual(fresh.now);
+    expect(fresh.createdAt!).toBeGreaterThan(fresh.now - 60_000);
+    // The first script to write it makes it absolute, and keeps that creation in its times.
+    await sleep(5);
+    expect(await store.renew(ref, token, 5_000)).toBe(true);
+    const [, renewed] = await readRecord(admin, key);
+    expect(renewed).toHaveLength(6);
+    expect(renewed[5]).toMatch(/^\d{32}$/);
+    const renewedAt = (await store.admin.inspect(ref))!;
+    expect(renewedAt.createdAt).toBe(fresh.createdAt);
+    expect(Number(String(renewed[5]).slice(0, 16))).toBe(fresh.createdAt);
+    expect(renewedAt.updatedAt).toBe(Number(String(renewed[5]).slice(16)));
+    expect(renewedAt.updatedAt!).toBeGreaterThan(fresh.updatedAt!);
+
+    // Written by an earlier idemkit: absolute, its JSON without times.
+    const t = (await store.admin.stats()).now;
+    const oldToken = 'o'.repeat(32);
+    const running = { scope: 's', key: randomUUID() };
+    await writeRecord(admin, store.keyOf(running), recordHead('I', oldToken, t + 60_000, t + 120_000), [['fp', running.scope, running.key, false, false]]);
+    expect(await store.admin.inspect(running)).toMatchObject({ state: 'in_flight', createdAt: null, updatedAt: null });
+    // Its first write adds the times: the change is known, the creation stays unknown.
+    await store.checkpoint(running, oldToken, 'charged', { id: 1 });
+    const [, checkpointed] = await readRecord(admin, store.keyOf(running));
+    expect(checkpointed.slice(0, 5)).toEqual(['fp', running.scope, running.key, 'charged', '{"id":1}']);
+    const afterCheckpoint = (await store.admin.inspect(running))!;
+    expect(afterCheckpoint).toMatchObject({ createdAt: null, recoveryPoint: 'charged', recoveryData: { id: 1 } });
+    expect(afterCheckpoint.updatedAt!).toBeGreaterThanOrEqual(t);
+    await sleep(5);
+    await store.complete(running, oldToken, ok);
+    expect(await store.claim(running, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
+    const afterComplete = (await store.admin.inspect(running))!;
+    expect(afterComplete.createdAt).toBeNull();
+    expect(afterComplete.updatedAt!).toBeGreaterThan(afterCheckpoint.updatedAt!);
+    // A completed one replays as before, shows unknown times, and olderThanMs judges it by its lease.
+    const done = { scope: `old-${randomUUID()}`, key: 'done' };
+    await writeRecord(admin, store.keyOf(done), recordHead('C', oldToken, t - 1_000, t + 120_000), [['fp', done.scope, done.key, false, false], [201, '[]', 0, 'ok']]);
+    expect(await store.claim(done, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
+    expect(await store.admin.inspect(done)).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+    expect((await store.admin.list({ scope: done.scope, olderThanMs: 0 })).map((r) => r.key)).toEqual(['done']);
+    expect(await store.admin.list({ scope: done.scope, olderThanMs: 60_000 })).toEqual([]);
+  });
+
   it('costs one command per claim, completion and replay: SET NX GET claims and replays, no script', async () => {
     const sent = commandLog(client);
     const ref = { scope: 's', key: randomUUID() };
