@@ -34,17 +34,21 @@ export const STORE_USAGE: Record<StoreCommand, string> = {
   migrate: `Usage: idemkit migrate --store URL
 
 Creates the records' table (and, on PostgreSQL, its claim function) if missing, or brings the
-function up to date; prints what it created and what was already there. Safe to run twice.
-Redis needs no migration.`,
+function up to date, and adds the columns a table made by an earlier idemkit lacks (created_at,
+updated_at; its rows keep them empty: unknown); prints what it created, added, and found already
+there. Safe to run twice. Redis needs no migration.`,
   inspect: `Usage: idemkit inspect KEY --scope SCOPE --store URL [--json]
 
-Shows one record: state, fingerprint, owner (token prefix, attempt), lease and window, recovery
-point, and the stored status, headers and a preview of the body.`,
+Shows one record: state, fingerprint, owner (token prefix, attempt), when it was created (claimed;
+a take-over keeps the first claim's time) and last updated, lease and window, recovery point, and
+the stored status, headers and a preview of the body. Times a record written by an earlier
+idemkit does not have show as unknown.`,
   list: `Usage: idemkit list --store URL [--state in_flight|completed] [--scope SCOPE] [--older-than 5m] [--limit N] [--json]
 
-Lists records, oldest lease first. --older-than D keeps records whose lease ended at least D ago
-(in flight: how long the owner has been gone; completed: completed at least that long ago).
---limit defaults to 100.`,
+Lists records, oldest lease first, with their age (since they were claimed, by this machine's
+clock). --older-than D keeps records claimed at least D ago, on the store's clock; a record an
+earlier idemkit wrote (no creation time) is judged by its lease instead: kept when its lease
+ended at least D ago. --limit defaults to 100.`,
   purge: `Usage: idemkit purge KEY --scope SCOPE --store URL --yes [--force]
 
 Deletes one record, so the key is new again. Refuses without --yes, and refuses a record in flight
@@ -211,13 +215,15 @@ function listFilter(v: Parsed['values']) {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** A time a record may not have (written by an earlier idemkit): ISO, or null. */
+const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 
 // ---- migrate ----------------------------------------------------------------------------------
 
 async function migrate(s: OpenedStore, io: Io, json: boolean): Promise<number> {
   const done = await s.migrate();
   if (json) {
-    io.out(JSON.stringify({ store: s.url.kind, url: s.url.shown, created: done.created, present: done.present }, null, 2));
+    io.out(JSON.stringify({ store: s.url.kind, url: s.url.shown, created: done.created, present: done.present, added: done.added }, null, 2));
     return EXIT.ok;
   }
   if (s.url.kind === 'redis') {
@@ -228,6 +234,7 @@ async function migrate(s: OpenedStore, io: Io, json: boolean): Promise<number> {
   if (s.url.kind === 'postgres' && done.present.some((what) => what.startsWith('function'))) {
     parts[parts.length - 1] += ' (replaced with this version)';
   }
+  parts.push(...done.added.map((what) => `${what}: added`));
   io.out(`${s.url.kind} ${s.url.shown}: ${parts.join('; ')}`);
   return EXIT.ok;
 }
@@ -258,6 +265,8 @@ export function inspectJson(r: RecordDetails) {
     fingerprint: r.fingerprint,
     tokenPrefix: r.tokenPrefix,
     attempt: r.attempt,
+    createdAt: isoOrNull(r.createdAt),
+    updatedAt: isoOrNull(r.updatedAt),
     leaseUntil: iso(r.leaseUntil),
     expiresAt: iso(r.expiresAt),
     now: iso(r.now),
@@ -278,6 +287,12 @@ function relative(at: number, now: number, past: string, future: string): string
   return at <= now ? `${past} ${formatDuration(now - at)} ago` : `${future} ${formatDuration(at - now)}`;
 }
 
+/** A time a record may not have, for `inspect`. */
+function stamp(at: number | null, now: number): string {
+  if (at === null) return 'unknown (written by an earlier idemkit)';
+  return at <= now ? `${iso(at)} (${formatDuration(now - at)} ago)` : `${iso(at)} (in ${formatDuration(at - now)})`;
+}
+
 async function inspect(s: OpenedStore, ref: { scope: string; key: string }, io: Io, json: boolean): Promise<number> {
   const r = await s.store.admin.inspect(ref);
   if (r === undefined) {
@@ -295,6 +310,8 @@ async function inspect(s: OpenedStore, ref: { scope: string; key: string }, io: 
     ['state', r.expired ? `${r.state} (expired: claims treat it as absent; reap deletes it)` : r.state],
     ['fingerprint', r.fingerprint],
     ['owner', `token ${r.tokenPrefix || '(none)'}…, attempt ${r.attempt}`],
+    ['created', stamp(r.createdAt, r.now)],
+    ['updated', stamp(r.updatedAt, r.now)],
     ['lease until', `${iso(r.leaseUntil)} (${relative(r.leaseUntil, r.now, 'ended', 'ends in')})`],
     ['expires at', `${iso(r.expiresAt)} (${relative(r.expiresAt, r.now, 'window ended', 'window ends in')})`],
     ['recovery', r.recoveryPoint === undefined ? '(no checkpoint)' : `${r.recoveryPoint}${r.recoveryData === undefined ? '' : ` ${JSON.stringify(r.recoveryData)}`}`],
@@ -325,6 +342,8 @@ export function summaryJson(r: RecordSummary) {
     expired: r.expired,
     fingerprint: r.fingerprint,
     attempt: r.attempt,
+    createdAt: isoOrNull(r.createdAt),
+    updatedAt: isoOrNull(r.updatedAt),
     leaseUntil: iso(r.leaseUntil),
     expiresAt: iso(r.expiresAt),
     recoveryPoint: r.recoveryPoint ?? null,
@@ -343,10 +362,13 @@ async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: I
     io.out('no records');
     return EXIT.ok;
   }
+  // Ages by this machine's clock: a listing carries no store time (olderThanMs decides on the store's).
+  const now = Date.now();
   const rows = records.map((r) => [
     r.expired ? `${r.state}*` : r.state,
     JSON.stringify(r.scope),
     JSON.stringify(r.key),
+    r.createdAt === null ? '?' : formatDuration(Math.max(0, now - r.createdAt)),
     iso(r.leaseUntil),
     iso(r.expiresAt),
     String(r.attempt),
@@ -354,11 +376,12 @@ async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: I
     r.bodyBytes === null ? '-' : String(r.bodyBytes),
     r.recoveryPoint ?? '-',
   ]);
-  const header = ['STATE', 'SCOPE', 'KEY', 'LEASE UNTIL', 'EXPIRES AT', 'ATTEMPT', 'STATUS', 'BODY', 'RECOVERY'];
+  const header = ['STATE', 'SCOPE', 'KEY', 'AGE', 'LEASE UNTIL', 'EXPIRES AT', 'ATTEMPT', 'STATUS', 'BODY', 'RECOVERY'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   io.out([line(header), ...rows.map(line)].join('\n'));
   if (records.some((r) => r.expired)) io.out('* expired: past its window; claims treat it as absent, reap deletes it');
+  if (records.some((r) => r.createdAt === null)) io.out('? age unknown: written by an earlier idemkit, which kept no creation time');
   if (records.length === filter.limit) io.out(`(first ${filter.limit}; raise --limit for more)`);
   return EXIT.ok;
 }

@@ -125,8 +125,11 @@ export interface OpenedStore {
   readonly store: IdempotencyStore & AdministrableStore;
   /** Where the records are, for messages: `table public.idempotency_records`, `prefix idemkit`. */
   readonly where: string;
-  /** Creates what is missing; says what it created and what was there. */
-  migrate(): Promise<{ created: string[]; present: string[] }>;
+  /**
+   * Creates what is missing; says what it created, what was there, and what it added to a table
+   * an earlier idemkit created (`column <table>.created_at`, …).
+   */
+  migrate(): Promise<{ created: string[]; present: string[]; added: string[] }>;
   /** Throws `StoreSchemaMissingError` when the table (or claim function) is missing. */
   verify(): Promise<void>;
   close(): Promise<void>;
@@ -173,6 +176,7 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
     throw new Unreachable(`cannot open the SQLite database ${url.target}: ${(error as Error).message}`);
   }
   const hasTable = () => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined;
+  const columnNames = () => new Set((db.prepare('SELECT name FROM pragma_table_info(?)').all(table) as Array<{ name: string }>).map((c) => c.name));
   const where = `table ${table} in ${url.target}`;
   const make = () => sqliteStore({ database: db, table });
   let store: ReturnType<typeof make> | undefined;
@@ -192,8 +196,12 @@ async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Pr
     },
     async migrate() {
       const present = hasTable();
+      const columnsBefore = columnNames();
+      // The factory migrates: creates the table, or adds the columns an earlier idemkit's lacks.
       existing();
-      return present ? { created: [], present: [`table ${table}`] } : { created: [`table ${table}`], present: [] };
+      if (!present) return { created: [`table ${table}`], present: [], added: [] };
+      const added = [...columnNames()].filter((column) => !columnsBefore.has(column)).map((column) => `column ${table}.${column}`);
+      return { created: [], present: [`table ${table}`], added };
     },
     async verify() {
       if (!hasTable()) throw new StoreSchemaMissingError('sqlite', [where], '`idemkit migrate`');
@@ -257,9 +265,9 @@ async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedSto
     where: `table ${schema}.${table}`,
     async migrate() {
       const before = await missing();
-      await store.migrate();
+      const added = await store.migrate();
       const all = [`table ${schema}.${table}`, `function ${schema}.${table}_claim`];
-      return { created: all.filter((what) => before.includes(what)), present: all.filter((what) => !before.includes(what)) };
+      return { created: all.filter((what) => before.includes(what)), present: all.filter((what) => !before.includes(what)), added };
     },
     verify: () => store.verify(),
     close: () => pool.end(),
@@ -283,10 +291,11 @@ async function openMysql(url: StoreUrl, names: StoreNames): Promise<OpenedStore>
         await store.verify();
       } catch (error) {
         if (!(error instanceof StoreSchemaMissingError)) throw error;
-        present = false;
+        // Missing columns alone (a table of an earlier idemkit) are what migrate adds.
+        present = !error.missing.some((what) => what.startsWith('table '));
       }
-      await store.migrate();
-      return present ? { created: [], present: [`table ${table}`] } : { created: [`table ${table}`], present: [] };
+      const added = await store.migrate();
+      return present ? { created: [], present: [`table ${table}`], added } : { created: [`table ${table}`], present: [], added: [] };
     },
     verify: () => store.verify(),
     close: () => pool.end(),
@@ -328,7 +337,7 @@ async function openRedis(url: StoreUrl, names: StoreNames): Promise<OpenedStore>
     store,
     where: `prefix ${prefix}`,
     async migrate() {
-      return { created: [], present: [] };
+      return { created: [], present: [], added: [] };
     },
     async verify() {},
     async close() {

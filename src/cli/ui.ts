@@ -409,11 +409,31 @@ function countsBar(): string {
   )}${stat('bodyBytes', 'body bytes')}<span class="updated" data-stat="updated"></span></section>`;
 }
 
-/** The age a listing can show (stores keep no creation time): counted from the end of the lease. */
+/**
+ * A record's age in a listing: since it was claimed (`createdAt`), with how long the owner has been
+ * gone for an abandoned one. A record an earlier idemkit wrote has no creation time: its age then
+ * counts from the end of its lease, as `olderThanMs` does.
+ */
 function age(r: RecordSummary, now: number): string {
   const since = formatDuration(Math.abs(now - r.leaseUntil));
+  if (r.createdAt !== null) {
+    const old = formatDuration(Math.max(0, now - r.createdAt));
+    return r.state === 'in_flight' && r.leaseUntil <= now ? `${old} (owner gone ${since})` : old;
+  }
   if (r.state === 'in_flight') return r.leaseUntil > now ? `running (lease ends in ${since})` : `owner gone ${since}`;
   return r.leaseUntil > now ? 'recent (in its lease)' : `over ${since}`;
+}
+
+/** The tooltip of a listing's age: when the record was claimed and last changed. */
+function ageTitle(r: RecordSummary): string {
+  if (r.createdAt === null) return `created: unknown (written by an earlier idemkit); lease until ${iso(r.leaseUntil)}`;
+  return `created ${iso(r.createdAt)}, updated ${r.updatedAt === null ? 'unknown' : iso(r.updatedAt)}`;
+}
+
+/** A time a record may not know (written by an earlier idemkit). */
+function stamp(at: number | null, now: number): string {
+  if (at === null) return '<span class="hint">unknown (written by an earlier idemkit)</span>';
+  return `${iso(at)} <span class="hint">(${esc(ago(at, now))})</span>`;
 }
 
 function ago(at: number, now: number): string {
@@ -463,7 +483,7 @@ function recordsTable(records: RecordSummary[], now: number, limit: number): str
 <td>${stateBadge(r.state, r.expired)}</td>
 <td class="scope">${esc(r.scope)}</td>
 <td class="key"><a href="${esc(recordHref(r.scope, r.key))}">${esc(r.key)}</a></td>
-<td title="lease until ${iso(r.leaseUntil)}">${esc(age(r, now))}</td>
+<td title="${esc(ageTitle(r))}">${esc(age(r, now))}</td>
 <td>${r.status === undefined ? '–' : String(r.status)}</td>
 <td class="num">${r.bodyBytes === null ? '–' : String(r.bodyBytes)}</td>
 <td class="num">${String(r.attempt)}</td>
@@ -473,12 +493,12 @@ function recordsTable(records: RecordSummary[], now: number, limit: number): str
   );
   const more = records.length === limit ? `<p class="more">The first ${limit}, oldest lease first; raise the limit for more.</p>` : '';
   return `<table class="records">
-<thead><tr><th>State</th><th>Scope</th><th>Key</th><th title="since the lease ended: how long the owner has been gone, or (completed) at least how long ago it completed">Age</th><th>Status</th><th>Body</th><th>Attempt</th><th>Window ends</th><th>Recovery point</th></tr></thead>
+<thead><tr><th>State</th><th>Scope</th><th>Key</th><th title="since the record was claimed (a take-over keeps the first claim's time)">Age</th><th>Status</th><th>Body</th><th>Attempt</th><th>Window ends</th><th>Recovery point</th></tr></thead>
 <tbody>
 ${rows.join('\n')}
 </tbody>
 </table>
-<p class="note">${records.length} record${records.length === 1 ? '' : 's'}, oldest lease first. Age counts from the end of the lease (stores keep no creation time).</p>${more}`;
+<p class="note">${records.length} record${records.length === 1 ? '' : 's'}, oldest lease first. Age counts from the claim; for a record an earlier idemkit wrote (no creation time), from the end of its lease.</p>${more}`;
 }
 
 async function recordPage(admin: StoreAdmin, label: string, q: URLSearchParams, res: ServerResponse): Promise<void> {
@@ -523,7 +543,9 @@ function recordDetails(r: RecordDetails): string {
         ? '<span class="hint">no checkpoint</span>'
         : `<code>${esc(r.recoveryPoint)}</code>${r.recoveryData === undefined ? '' : `<pre class="data">${esc(JSON.stringify(r.recoveryData, null, 2) ?? '')}</pre>`}`,
     ),
-    row('Read at', `${iso(r.now)} <span class="hint">(the store's clock; stores keep no creation time)</span>`),
+    row('Created', stamp(r.createdAt, r.now)),
+    row('Updated', stamp(r.updatedAt, r.now)),
+    row('Read at', `${iso(r.now)} <span class="hint">(the store's clock)</span>`),
   ];
   let response = '<h2>Stored response</h2><p class="hint">None yet: the record is in flight.</p>';
   const stored = r.response;

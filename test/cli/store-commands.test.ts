@@ -7,7 +7,7 @@
  * admin capability.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -87,8 +87,9 @@ function storeCommands(label: string, skip: boolean, open: () => Promise<Target>
         expect(first.stdout).not.toMatch(/table \S+: already present/);
         expect(second.stdout).toMatch(/table \S+: already present/);
         expect(second.stdout).not.toMatch(/created/);
-        const asJson = JSON.parse((await run('migrate', '--json')).stdout) as { created: string[]; present: string[] };
+        const asJson = JSON.parse((await run('migrate', '--json')).stdout) as { created: string[]; present: string[]; added: string[] };
         expect(asJson.created).toEqual([]);
+        expect(asJson.added).toEqual([]);
         expect(asJson.present.length).toBeGreaterThan(0);
       } else {
         expect(first.stdout).toMatch(/nothing to migrate/);
@@ -121,6 +122,9 @@ function storeCommands(label: string, skip: boolean, open: () => Promise<Target>
       expect(text.stdout).toMatch(/^headers\s+content-type: application\/json$/m);
       expect(text.stdout).toMatch(/^body\s+13 bytes, text: \{"id":"ch_1"\}$/m);
       expect(text.stdout).not.toContain(doneToken);
+      // When it was claimed and when it completed, on the store's clock.
+      expect(text.stdout).toMatch(/^created\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(\d+(ms|s) ago\)$/m);
+      expect(text.stdout).toMatch(/^updated\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(\d+(ms|s) ago\)$/m);
       const parsed = JSON.parse((await cli('inspect', 'done', '--scope', scope, '--json')).stdout) as Record<string, unknown>;
       expect(parsed).toMatchObject({ scope, key: 'done', state: 'completed', expired: false, fingerprint: 'fp-done', attempt: 1, recoveryPoint: null });
       expect(parsed.response).toEqual({
@@ -132,6 +136,12 @@ function storeCommands(label: string, skip: boolean, open: () => Promise<Target>
       expect(String(parsed.tokenPrefix).length).toBeLessThanOrEqual(8);
       expect(doneToken.startsWith(String(parsed.tokenPrefix))).toBe(true);
       expect(Date.parse(String(parsed.expiresAt))).toBeGreaterThan(Date.parse(String(parsed.leaseUntil)));
+      // Created when claimed, updated when completed: ISO times, in that order, not after the read.
+      const [createdAt, updatedAt, now] = [parsed.createdAt, parsed.updatedAt, parsed.now].map((v) => Date.parse(String(v)));
+      expect(createdAt).toBeLessThanOrEqual(updatedAt!);
+      expect(updatedAt).toBeLessThanOrEqual(now!);
+      // Not 1970: a time these stores now keep.
+      expect(createdAt).toBeGreaterThan(Date.UTC(2020, 0, 1));
 
       const binary = await run('inspect', 'bin', '--scope', scope);
       expect(binary.stdout).toMatch(/^body\s+4 bytes, binary: 000102ff$/m);
@@ -154,12 +164,16 @@ function storeCommands(label: string, skip: boolean, open: () => Promise<Target>
       expect((JSON.parse(child.stdout) as { records: Array<{ key: string }> }).records.map((r) => r.key).sort()).toEqual(['bin', 'done', 'gone', 'live']);
       expect((await keys('--scope', scope, '--state', 'in_flight')).sort()).toEqual(['gone', 'live']);
       expect((await keys('--scope', scope, '--state', 'completed')).sort()).toEqual(['bin', 'done']);
-      expect(await keys('--scope', scope, '--state', 'in_flight', '--older-than', '0s')).toEqual(['gone']);
+      // By creation: every record was claimed at least 0 s ago, none a day ago.
+      expect((await keys('--scope', scope, '--state', 'in_flight', '--older-than', '0s')).sort()).toEqual(['gone', 'live']);
+      expect(await keys('--scope', scope, '--older-than', '1d')).toEqual([]);
       expect(await keys('--scope', scope, '--limit', '1')).toEqual(['gone']);
       expect(await keys()).toContain('elsewhere');
       const text = await run('list', '--scope', scope);
-      expect(text.stdout.split('\n')[0]).toMatch(/^STATE\s+SCOPE\s+KEY\s+LEASE UNTIL/);
-      expect(text.stdout).toMatch(/in_flight\s+"tenant-\w+"\s+"gone"/);
+      expect(text.stdout.split('\n')[0]).toMatch(/^STATE\s+SCOPE\s+KEY\s+AGE\s+LEASE UNTIL/);
+      expect(text.stdout).toMatch(/in_flight\s+"tenant-\w+"\s+"gone"\s+\d+(ms|s)\s+\d{4}-/);
+      const listed = JSON.parse((await run('list', '--json', '--scope', scope)).stdout) as { records: Array<{ createdAt: string | null; updatedAt: string | null }> };
+      for (const r of listed.records) expect(Date.parse(String(r.createdAt))).toBeLessThanOrEqual(Date.parse(String(r.updatedAt)));
       const bad = await run('list', '--older-than', 'soon');
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/^idemkit list: --older-than: expected a duration/);
@@ -292,6 +306,114 @@ storeCommands('a 3-master Redis Cluster', !clusterBinaries, async () => {
       await cluster.stop();
     },
   };
+});
+
+/**
+ * `idemkit migrate` on a table the previous release created (its schema copied into
+ * test/stores/fixtures): it adds created_at and updated_at, says so, then finds nothing to add;
+ * the old record stays readable, with unknown times, and a new one has them.
+ */
+function upgradeOf(label: string, skip: boolean, open: () => Promise<{ args: string[]; createOld: () => Promise<void>; store: () => IdempotencyStore; close(): Promise<void> }>) {
+  it.skipIf(skip)(`migrate upgrades a ${label} table of the previous schema in place`, async () => {
+    const t = await open();
+    try {
+      await t.createOld();
+      const first = await inProcess(['migrate', ...t.args]);
+      expect(first.stderr).toBe('');
+      expect(first.stdout).toMatch(/table \S+: already present/);
+      expect(first.stdout).toMatch(/column \S+\.created_at: added; column \S+\.updated_at: added/);
+      const again = JSON.parse((await inProcess(['migrate', '--json', ...t.args])).stdout) as { created: string[]; added: string[] };
+      expect(again).toMatchObject({ created: [], added: [] });
+      const old = JSON.parse((await inProcess(['inspect', 'old', '--scope', 't', '--json', ...t.args])).stdout) as Record<string, unknown>;
+      expect(old).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+      expect((await inProcess(['inspect', 'old', '--scope', 't', ...t.args])).stdout).toMatch(/^created\s+unknown \(written by an earlier idemkit\)$/m);
+      const listed = await inProcess(['list', '--scope', 't', ...t.args]);
+      expect(listed.stdout).toMatch(/^completed\s+"t"\s+"old"\s+\?\s/m);
+      expect(listed.stdout).toMatch(/^\? age unknown/m);
+      expect((await t.store().claim({ scope: 't', key: 'new' }, 'fp', LIVE)).kind).toBe('acquired');
+      const fresh = JSON.parse((await inProcess(['inspect', 'new', '--scope', 't', '--json', ...t.args])).stdout) as Record<string, unknown>;
+      expect(fresh.createdAt).toBe(fresh.updatedAt);
+      expect(Date.parse(String(fresh.createdAt))).toBeGreaterThan(Date.UTC(2020, 0, 1));
+    } finally {
+      await t.close();
+    }
+  });
+}
+
+describe('idemkit migrate: the upgrade from the previous schema', () => {
+  upgradeOf('SQLite', false, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-cli-'));
+    const file = join(dir, 'records.db');
+    const table = name();
+    let db: InstanceType<typeof Database> | undefined;
+    return {
+      args: ['--store', `sqlite:${file}`, '--table', table],
+      async createOld() {
+        const old = new Database(file);
+        old.exec(`CREATE TABLE ${table} (
+          scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+          state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')), token TEXT NOT NULL, attempt INTEGER NOT NULL,
+          lease_until INTEGER NOT NULL, expires_at INTEGER NOT NULL, recovery_point TEXT, recovery_data TEXT,
+          status INTEGER, headers TEXT, body BLOB, body_omitted INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (scope, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX ${table}_expires_at ON ${table} (expires_at);`);
+        old.prepare(`INSERT INTO ${table} (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body)
+          VALUES ('t', 'old', 'fp', 'completed', '', 1, ?, ?, 201, '[]', X'7b7d')`).run(Date.now() - 1000, Date.now() + 3_600_000);
+        old.close();
+      },
+      store: () => sqliteStore({ database: (db ??= new Database(file)), table }),
+      close: async () => {
+        db?.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  });
+
+  upgradeOf('PostgreSQL', !pgUp, async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    pool.on('error', () => {});
+    const table = name();
+    return {
+      args: ['--store', PG_URL, '--table', table],
+      async createOld() {
+        const previous = readFileSync(new URL('../stores/fixtures/postgres-before-timestamps.sql', import.meta.url), 'utf8').replaceAll('idempotency_records', table);
+        const client = await pool.connect();
+        try {
+          await client.query(`BEGIN; ${previous}; COMMIT`);
+        } finally {
+          client.release();
+        }
+        await pool.query(`INSERT INTO "${table}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body)
+          VALUES ('t', 'old', 'fp', 'completed', '', 1, now() - interval '1 second', now() + interval '1 hour', 201, '[]', 'x')`);
+      },
+      store: () => postgresStore({ pool, table }),
+      close: async () => {
+        await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
+        await pool.end();
+      },
+    };
+  });
+
+  upgradeOf('MySQL/MariaDB', !mysqlUp, async () => {
+    const pool = createPool({ uri: MYSQL_URL, connectionLimit: 2 });
+    const table = name();
+    return {
+      args: ['--store', MYSQL_URL, '--table', table],
+      async createOld() {
+        const previous = readFileSync(new URL('../stores/fixtures/mysql-before-timestamps.sql', import.meta.url), 'utf8');
+        await pool.query(previous.replace('`idempotency_records`', `\`${table}\``));
+        const now = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)`;
+        await pool.query(`INSERT INTO \`${table}\` (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at, status, headers, body)
+          VALUES ('t', 'old', 'fp', 'completed', '', 1, 1, ${now} - 1000, ${now} + 3600000, 201, '[]', 'x')`);
+      },
+      store: () => mysqlStore({ pool, table }),
+      close: async () => {
+        await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
+        await pool.end();
+      },
+    };
+  });
 });
 
 describe('idemkit store commands: errors are one line, exit code 2, never a stack trace', () => {
