@@ -194,12 +194,17 @@ export function describeStoreContract(
       expect(keys(await store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys(all));
       const young = Math.min(...all.filter((r) => r.key === liveInFlight.key || r.key === liveCompleted.key).map((r) => r.createdAt!));
       const aged = await store.admin.list({ scope, olderThanMs: LEASE });
+      const agedCompleted = await store.admin.list({ scope, state: 'completed', olderThanMs: LEASE });
       const listedAt = (await store.admin.stats()).now;
-      for (const r of aged) expect(r.createdAt!).toBeLessThanOrEqual(listedAt - LEASE);
+      for (const r of [...aged, ...agedCompleted]) expect(r.createdAt!).toBeLessThanOrEqual(listedAt - LEASE);
       for (const old of [goneInFlight, oldCompleted]) expect(aged.some((r) => r.key === old.key)).toBe(true);
-      // On a real clock the young ones are excluded only while they are younger than LEASE when listed.
-      if (listedAt - young < LEASE) expect(keys(aged)).toEqual(keys([goneInFlight, oldCompleted]));
-      expect(keys(await store.admin.list({ scope, state: 'completed', olderThanMs: LEASE }))).toEqual([oldCompleted.key]);
+      expect(agedCompleted.some((r) => r.key === oldCompleted.key)).toBe(true);
+      // On a real clock the young ones are left out only while they are younger than LEASE when
+      // listed: a loaded machine may take longer than that between the claims and the listing.
+      if (listedAt - young < LEASE) {
+        expect(keys(aged)).toEqual(keys([goneInFlight, oldCompleted]));
+        expect(keys(agedCompleted)).toEqual([oldCompleted.key]);
+      }
       // Oldest lease first: the two whose short leases ended come before the two live ones.
       expect(keys(all.slice(0, 2))).toEqual(keys([goneInFlight, oldCompleted]));
       for (let i = 1; i < all.length; i++) expect(all[i]!.leaseUntil).toBeGreaterThanOrEqual(all[i - 1]!.leaseUntil);

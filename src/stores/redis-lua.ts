@@ -116,7 +116,11 @@ local function load(now, v)
     local created = (now or now_ms()) - (fresh - ttl)
     r.lease, r.expires = created + r.lease, created + r.expires
     -- Once a script rewrites the record it is absolute, so it must then keep this in its times.
-    r.created = created
+    -- Read exactly from the key's expiry (PEXPIRETIME, Redis 7.0+, which fresh records need):
+    -- from the remaining TTL, now and the script's frozen time can put it a millisecond apart
+    -- from one read to the next.
+    local expiry = redis.pcall('PEXPIRETIME', k)
+    r.created = (type(expiry) == 'number' and expiry > 0) and expiry - fresh or created
   end
   return r
 end
