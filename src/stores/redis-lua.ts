@@ -9,8 +9,9 @@
  *   then the JSON array [fingerprint, scope, key, recovery_point, recovery_data] (false when
  *   absent), to which a script that writes the record adds the times "<created_at><updated_at>"
  *   (one string of 16 + 16 digits, epoch ms on the Redis clock, 0 when unknown), and a newline
- *   (JSON text holds none), so the record a client writes is text; then, once completed, the response: status (3 digits) | body_omitted ('0' or '1') | the
- *   headers' length in bytes (10 digits) | the headers as JSON | the body's bytes, to the end.
+ *   (JSON text holds none), so the record a client writes is text; then, once completed, the
+ *   response: status (3 digits) | body_omitted ('0' or '1') | the headers' length in bytes (10
+ *   digits) | the headers as JSON | the body's bytes, to the end.
  *   A UTF-8 body keeps the whole record text, so the client sends the completion as strings.
  *
  * A string, not a hash, so that the claim of a new key and a replay need no script: the store
@@ -279,7 +280,6 @@ if string.sub(v, 3, 34) ~= ARGV[2] then return 0 end
 if string.sub(v, 2, 2) == 'C' then return 2 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local h
 -- Completed, the lease no longer matters: the record ends with its window. When the lease does
 -- not outlast the window (in either form, as durations or as times), the TTL already ends there.
 -- A fresh record stays fresh (its creation is read from its TTL), so its created_at stays 0.
@@ -288,7 +288,7 @@ if string.sub(v, 35, 50) <= string.sub(v, 51, 66) then
   if not rest then return helpers().corrupt('the fingerprint is missing') end
   redis.call('SET', k, '${RECORD_FORMAT}C' .. string.sub(v, 3, H) .. rest .. ARGV[3], 'KEEPTTL')
 else
-  h = helpers()
+  local h = helpers()
   local r = h.load(now, v)
   local rest = stamped(string.sub(v, H + 1), r.created, now)
   if not rest then return h.corrupt('the fingerprint is missing') end
