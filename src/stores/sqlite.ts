@@ -474,6 +474,9 @@ function readRow(ref: RecordRef, table: string, raw: unknown): Row | undefined {
     headers: optionalText('headers'),
     body,
     body_omitted: omitted,
+    // Null on a row an earlier idemkit wrote (its times are unknown).
+    created_at: row.created_at == null ? null : integer('created_at'),
+    updated_at: row.updated_at == null ? null : integer('updated_at'),
   };
 }
 
