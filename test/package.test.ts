@@ -39,6 +39,10 @@ describe('package exports', () => {
       './check',
       './kit',
       './otel',
+      './kysely',
+      './drizzle',
+      './knex',
+      './typeorm',
     ]);
     // `idemkit-source` goes before `types`: TypeScript (customConditions in tsconfig.json) takes the
     // first condition that matches, and would otherwise check this repository against a stale dist/.
@@ -166,5 +170,21 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     }
     const importers = spawnSync('grep', ['-rlE', "from '(@nestjs/|rxjs)", join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
     expect(importers.every((file) => file.slice(root.length + 1).startsWith('src/nest/')), importers.join(', ')).toBe(true);
+  });
+
+  // Issue 18, item 3: each ORM bridge is its own entry point; nothing else loads the ORM.
+  it.each([
+    ['kysely', 'src/orm/kysely.ts'],
+    ['drizzle-orm', 'src/orm/drizzle.ts'],
+    ['knex', 'src/orm/knex.ts'],
+    ['typeorm', 'src/orm/typeorm.ts'],
+  ])('%s is an optional peer that only its bridge (%s) imports', (orm, bridge) => {
+    expect(pkg.peerDependencies[orm]).toBeDefined();
+    expect(pkg.peerDependenciesMeta[orm]?.optional).toBe(true);
+    expect(pkg.dependencies[orm]).toBeUndefined();
+    const installed = (JSON.parse(readFileSync(join(root, `node_modules/${orm}/package.json`), 'utf8')) as { version: string }).version;
+    expect(semver.satisfies(installed, pkg.peerDependencies[orm]!)).toBe(true);
+    const importers = spawnSync('grep', ['-rlE', `from '${orm}(/[^']*)?'`, join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
+    expect(importers.map((file) => file.slice(root.length + 1))).toEqual([bridge]);
   });
 });

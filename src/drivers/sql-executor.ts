@@ -111,6 +111,25 @@ function brand(executor: SqlExecutor): SqlExecutor {
   return executor;
 }
 
+/**
+ * An executor over a transaction someone else opened and will end (an ORM's: idemkit/kysely,
+ * idemkit/drizzle, …): statements join it, `transaction()` uses a SAVEPOINT. `run` gets the
+ * database's own placeholders (`$1`… for PostgreSQL, `?` otherwise) and values it can bind
+ * (booleans as 1/0 for SQLite and MySQL).
+ */
+export function joinedExecutor(dialect: SqlDialect, run: (sql: string, params: unknown[]) => Promise<SqlResult<unknown>>): SqlExecutor {
+  const value = dialect === 'sqlite' ? sqliteValue : dialect === 'mysql' ? mysqlValue : (v: unknown) => v;
+  const executor: SqlExecutor = {
+    dialect,
+    query: async <Row>(sql: string, params?: readonly unknown[]) => {
+      const text = dialect === 'postgres' ? toPgPlaceholders(sql) : sql;
+      return (await run(text, (params ?? []).map(value))) as SqlResult<Row>;
+    },
+    transaction: savepointRunner((sql) => run(sql, []), () => joinedExecutor(dialect, run)),
+  };
+  return brand(executor);
+}
+
 // Savepoint names only need to be unique among the savepoints open on one connection.
 let savepoints = 0;
 

@@ -16,6 +16,8 @@ import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
 import { isDuplicateKey } from '../drivers/mysql.js';
+import type { JoinableStore, StatementRunner } from './joined-transaction.js';
+import { TRANSACTION_JOIN } from './joined-transaction.js';
 import { mysqlAdmin } from './mysql-admin.js';
 import { Connections } from './mysql-connections.js';
 import { ADDED_COLUMNS, COLUMNS_PRESENT, MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
@@ -48,7 +50,7 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
 
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
-export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, AbandonedRecords, AdministrableStore {
+export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, JoinableStore, AbandonedRecords, AdministrableStore {
   /**
    * Creates the table and its expiry index if missing, and adds the columns a table of an earlier
    * idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL: unknown). Idempotent, and
@@ -157,9 +159,29 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   };
   const checkpointParams = (point: string, data: unknown): MysqlValue[] => [point, data === undefined ? null : JSON.stringify(data)];
 
+  /** A fenced statement inside an ORM's transaction (idemkit/kysely, …). */
+  async function joined(runner: StatementRunner, what: string, statement: string, values: MysqlValue[]) {
+    let changed: number;
+    try {
+      changed = await runner(statement, values);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new StoreUnavailableError(`mysql store: ${what} on \`${table}\` failed: ${message}`, { cause: error });
+    }
+    if (changed !== 1) throw new LeaseLostError();
+  }
+
   return {
     name: 'mysql',
     maxResponseBytes,
+    [TRANSACTION_JOIN]: {
+      dialect: 'mysql',
+      complete: async (runner, ref, token, response) =>
+        joined(runner, 'complete', sql.complete, [...completeParams(response), ...refParams(ref), token]),
+      checkpoint: async (runner, ref, token, point, data) =>
+        joined(runner, 'checkpoint', sql.checkpoint, [...checkpointParams(point, data), ...refParams(ref), token]),
+      enter: async () => () => {},
+    },
     async migrate() {
       await db.run('migrate', mysqlSchema(table), [], 'query');
       const added: string[] = [];

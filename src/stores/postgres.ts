@@ -15,6 +15,8 @@ import { newOwnerToken } from '../core/token.js';
 import { checkInteger, optionReader } from '../core/option-reader.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
 import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
+import type { JoinableStore, StatementRunner } from './joined-transaction.js';
+import { TRANSACTION_JOIN } from './joined-transaction.js';
 import { postgresAdmin } from './postgres-admin.js';
 import { ADDED_COLUMNS, CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
 import { headersProblem, statusProblem } from './stored-response.js';
@@ -50,7 +52,7 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, AbandonedRecords, AdministrableStore {
+export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, JoinableStore, AbandonedRecords, AdministrableStore {
   /**
    * Creates the table, its expiry index and the claim function if missing, adds the columns a
    * table of an earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL:
@@ -153,10 +155,20 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       missingColumns: hasTable ? ADDED_COLUMNS.filter((column) => !columns.has(column)).map((column) => `column ${names.schema}.${names.table}.${column}`) : [],
     };
   };
+  // An ORM's transaction (idemkit/kysely, …) carries the same fenced statements as `run` would.
+  const through = (runner: StatementRunner): Pick<PostgresClient, 'query'> => ({
+    query: async (text: string, values?: unknown[]) => ({ rows: [], rowCount: await runner(text, values ?? []) }) as PostgresQueryResult,
+  });
 
   return {
     name: 'postgres',
     maxResponseBytes,
+    [TRANSACTION_JOIN]: {
+      dialect: 'postgres',
+      complete: async (runner, ref, token, response) => complete(through(runner), ref, token, response),
+      checkpoint: async (runner, ref, token, point, data) => checkpoint(through(runner), ref, token, point, data),
+      enter: async () => () => {},
+    },
     async migrate() {
       // What an existing table lacks, to report. (Two migrations at once may both report it.)
       const before = await schema('migrate');

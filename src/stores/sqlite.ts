@@ -18,6 +18,8 @@ import { checkRecordRef } from '../core/validate.js';
 import { gateFor } from '../drivers/connection-gate.js';
 import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
 import { BEGIN } from '../drivers/sqlite.js';
+import type { JoinableStore, StatementRunner } from './joined-transaction.js';
+import { TRANSACTION_JOIN } from './joined-transaction.js';
 import { sqliteAdmin } from './sqlite-admin.js';
 import { headersProblem, statusProblem } from './stored-response.js';
 
@@ -58,7 +60,7 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, AbandonedRecords, AdministrableStore {
+export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, JoinableStore, AbandonedRecords, AdministrableStore {
   /**
    * Creates the table and its expiry index if missing, and adds the columns a table made by an
    * earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them empty: unknown). Run by
@@ -216,6 +218,11 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   const completeSql = `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted,
       updated_at = @now
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
+  // The same two writes with positional parameters, for an ORM's transaction (idemkit/kysely, …).
+  const checkpointPositional = `UPDATE ${t} SET recovery_point = ?, recovery_data = ?, updated_at = ?
+      WHERE scope = ? AND key = ? AND token = ? AND state = 'in_flight'`;
+  const completePositional = `UPDATE ${t} SET state = 'completed', status = ?, headers = ?, body = ?, body_omitted = ?, updated_at = ?
+      WHERE scope = ? AND key = ? AND token = ? AND state = 'in_flight'`;
   const checkpoint = db.prepare(checkpointSql);
   const complete = db.prepare(completeSql);
   const release = db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`);
@@ -339,9 +346,51 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     throw new StoreUnavailableError('sqlite store: claim kept racing with other writers');
   }
 
+  /** A fenced statement inside an ORM's transaction. */
+  const joined = async (runner: StatementRunner, what: string, statement: string, values: unknown[]) => {
+    let changed: number;
+    try {
+      changed = await runner(statement, values);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new StoreUnavailableError(`sqlite store: ${what} on ${table} failed: ${message}`, { cause: error });
+    }
+    if (changed !== 1) throw new LeaseLostError();
+  };
+
   return {
     name: 'sqlite',
     maxResponseBytes,
+    [TRANSACTION_JOIN]: {
+      dialect: 'sqlite',
+      complete: async (runner, ref, token, response) => {
+        checkRecordRef(ref);
+        const p = completeParams(ref, token, response);
+        await joined(runner, 'complete', completePositional, [p.status, p.headers, p.body, p.omitted, p.now, p.scope, p.key, p.token]);
+      },
+      checkpoint: async (runner, ref, token, point, data) => {
+        checkRecordRef(ref);
+        const p = checkpointParams(ref, token, point, data);
+        await joined(runner, 'checkpoint', checkpointPositional, [p.point, p.data, p.now, p.scope, p.key, p.token]);
+      },
+      // The ORM's transaction holds the file's write lock: the store's statements through
+      // `database` queue behind it (as behind the store's own transactions) instead of blocking
+      // the event loop on the lock, and a direct write through `database` fails at once.
+      async enter() {
+        const unlock = await gate.lock();
+        let restore: () => void;
+        try {
+          restore = failFastWhileOpen();
+        } catch (error) {
+          unlock();
+          throw new StoreUnavailableError('sqlite store: could not prepare for a transaction', { cause: error });
+        }
+        return () => {
+          restore();
+          unlock();
+        };
+      },
+    },
     migrate,
     async verify() {
       const present = new Set(((await gate.run(() => columns.all())) as Array<{ name: string }>).map((row) => row.name));

@@ -12,7 +12,20 @@ import express from 'express';
 import { Hono } from 'hono';
 import Router from '@koa/router';
 import Koa from 'koa';
+import knex from 'knex';
+import type { Knex } from 'knex';
+import type { Transaction } from 'kysely';
+import { DataSource } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { Kysely, PostgresDialect } from 'kysely';
 import type { PoolConnection } from 'mysql2/promise';
+import type { RunResult } from 'better-sqlite3';
+import type { ExtractTablesWithRelations } from 'drizzle-orm';
+import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3';
+import type { NodePgQueryResultHKT } from 'drizzle-orm/node-postgres';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import type { PgTransaction } from 'drizzle-orm/pg-core';
+import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, expectTypeOf, it, onTestFinished } from 'vitest';
@@ -27,6 +40,10 @@ import { amqpConsumeOnce, natsConsumeOnce, webhookHandler } from '../../src/mess
 import type { AmqpChannel, AmqpMessage, NatsJsMessage } from '../../src/messaging/index.js';
 import { definePhases, sqlExecutor } from '../../src/patterns/index.js';
 import type { SqlExecutor } from '../../src/patterns/index.js';
+import { drizzleTransactions } from '../../src/orm/drizzle.js';
+import { knexTransactions } from '../../src/orm/knex.js';
+import { typeormTransactions } from '../../src/orm/typeorm.js';
+import { kyselyTransactions } from '../../src/orm/kysely.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
@@ -103,6 +120,61 @@ function typesFollowTheStore() {
   });
   // @ts-expect-error -- a route cannot change where records live.
   koaPay.route({ store: sqlite() });
+
+  // Issue 18, item 3: a store bridged to an ORM hands out the ORM's transaction object.
+  interface Shop { orders: { id: string } }
+  const shop = () => kyselyTransactions(postgres(), new Kysely<Shop>({ dialect: new PostgresDialect({ pool: new pg.Pool() }) }));
+  expectTypeOf<TxOf<ReturnType<typeof shop>>>().toEqualTypeOf<Transaction<Shop>>();
+  withIdempotency(
+    async (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<Transaction<Shop>>();
+      await ctx!.tx.insertInto('orders').values({ id: ctx!.key }).execute();
+      // @ts-expect-error -- not a pg client any more: the ORM's transaction is what the handler holds.
+      await ctx!.tx.query('SELECT 1');
+      return new Response('ok');
+    },
+    { store: shop(), transactional: true },
+  );
+  hono.post('/shop', honoIdempotency({ store: shop(), transactional: true }), (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<Transaction<Shop>>();
+    return c.text('ok');
+  });
+
+  type NoSchema = Record<string, never>;
+  const drizzledPg = () => drizzleTransactions(postgres(), drizzlePg(new pg.Pool()));
+  expectTypeOf<TxOf<ReturnType<typeof drizzledPg>>>().toEqualTypeOf<PgTransaction<NodePgQueryResultHKT, NoSchema, ExtractTablesWithRelations<NoSchema>>>();
+  const drizzledSqlite = () => drizzleTransactions(sqlite(), drizzleSqlite(new Database(':memory:')));
+  expectTypeOf<TxOf<ReturnType<typeof drizzledSqlite>>>().toEqualTypeOf<SQLiteTransaction<'sync', RunResult, NoSchema, ExtractTablesWithRelations<NoSchema>>>();
+  withIdempotency(
+    (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<PgTransaction<NodePgQueryResultHKT, NoSchema, ExtractTablesWithRelations<NoSchema>>>();
+      return new Response('ok');
+    },
+    { store: drizzledPg(), transactional: true },
+  );
+  hono.post('/drizzle', honoIdempotency({ store: drizzledSqlite(), transactional: true }), (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<SQLiteTransaction<'sync', RunResult, NoSchema, ExtractTablesWithRelations<NoSchema>>>();
+    return c.text('ok');
+  });
+
+  const knexed = () => knexTransactions(mariadb(), knex({ client: 'mysql2' }));
+  expectTypeOf<TxOf<ReturnType<typeof knexed>>>().toEqualTypeOf<Knex.Transaction>();
+  hono.post('/knex', honoIdempotency({ store: knexed(), transactional: true }), async (c) => {
+    expectTypeOf(c.get('idempotency')!.tx).toEqualTypeOf<Knex.Transaction>();
+    await c.get('idempotency')!.tx('orders').insert({ id: 1 });
+    return c.text('ok');
+  });
+
+  const typeormed = () => typeormTransactions(postgres(), new DataSource({ type: 'postgres' }));
+  expectTypeOf<TxOf<ReturnType<typeof typeormed>>>().toEqualTypeOf<EntityManager>();
+  withIdempotency(
+    async (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<EntityManager>();
+      await ctx!.tx.query('SELECT 1');
+      return new Response('ok');
+    },
+    { store: typeormed(), transactional: true },
+  );
 
   // Wrong combinations do not compile.
   // @ts-expect-error -- a transaction type is not a store: the old `idempotency<pg.PoolClient>` form.
