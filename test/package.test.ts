@@ -139,8 +139,11 @@ describe('Node 20, as the README promises (issue 16, item 15)', () => {
     expect(refusing('20.0.0', (entry) => entry.dev !== true)).toEqual([]);
   });
 
-  it('npm ci of the repository warns of no engine on Node 20.19+ (EBADENGINE: cookie@2, @nats-io/nuid@3 were overridden)', () => {
-    expect(refusing('20.19.0', () => true)).toEqual([]);
+  it('npm ci of the repository warns of no engine on Node 20.19+ (EBADENGINE: cookie@2, @nats-io/nuid@3 were overridden), but one', () => {
+    // `prisma dev` (Prisma's local database server, which the tests never start) depends on
+    // @prisma/streams-local, and every version of it asks for Node 22: its one warning is expected.
+    // What an application installs is checked above, and Prisma is not among it.
+    expect(refusing('20.19.0', () => true)).toEqual(['node_modules/@prisma/streams-local wants node >=22.0.0']);
   });
 });
 
