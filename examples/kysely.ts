@@ -1,0 +1,59 @@
+// npm run example:kysely — transactional mode through Kysely: the order and the idempotency
+// record commit in one Kysely transaction, or neither does. STORE_URL: sqlite:/path/file.db
+// (default: a temp file) or postgres://…; ORDERS_TABLE names the business table (default: orders).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { serve } from '@hono/node-server';
+import Database from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import { kyselyTransactions } from 'idemkit/kysely';
+import { postgresStore } from 'idemkit/stores/postgres';
+import { sqliteStore } from 'idemkit/stores/sqlite';
+import { withIdempotency } from 'idemkit/web';
+import { port, tenantOf } from './store.js';
+
+interface Shop {
+  [table: string]: { key: string; tenant: string; sku: string; quantity: number };
+}
+const orders = process.env.ORDERS_TABLE ?? 'orders';
+const url = process.env.STORE_URL ?? `sqlite:${join(mkdtempSync(join(tmpdir(), 'idemkit-')), 'shop.db')}`;
+
+async function open() {
+  if (url.startsWith('postgres')) {
+    const pool = new pg.Pool({ connectionString: url });
+    const store = postgresStore({ pool });
+    await store.migrate();
+    return { store, db: new Kysely<Shop>({ dialect: new PostgresDialect({ pool }) }) };
+  }
+  const file = url.slice('sqlite:'.length);
+  // The idempotency store and Kysely each open the file: Kysely's connection carries the
+  // transactions, the store's own serves claims and replays.
+  return { store: sqliteStore({ database: new Database(file) }), db: new Kysely<Shop>({ dialect: new SqliteDialect({ database: new Database(file) }) }) };
+}
+
+const { store, db } = await open();
+await sql`CREATE TABLE IF NOT EXISTS ${sql.table(orders)} (key TEXT PRIMARY KEY, tenant TEXT NOT NULL, sku TEXT NOT NULL, quantity INTEGER NOT NULL)`.execute(db);
+
+const placeOrder = withIdempotency(
+  async (request, ctx) => {
+    const { sku, quantity } = (await request.json()) as { sku: string; quantity: number };
+    // ctx.tx is Kysely's Transaction<Shop>: this insert commits with the record, or not at all.
+    await ctx!.tx.insertInto(orders).values({ key: ctx!.key, tenant: ctx!.scope, sku, quantity }).execute();
+    return Response.json({ order: ctx!.key, sku, quantity }, { status: 201 });
+  },
+  { store: kyselyTransactions(store, db), transactional: true, required: true, scope: (request) => tenantOf(request.headers.get('authorization')) ?? '' },
+);
+
+const server = serve({ port, hostname: '127.0.0.1', fetch: async (request) => {
+  if (!tenantOf(request.headers.get('authorization'))) return Response.json({ error: 'unauthorized' }, { status: 401 });
+  const { pathname } = new URL(request.url);
+  if (pathname === '/orders' && request.method === 'POST') return placeOrder(request);
+  if (pathname === '/orders' && request.method === 'GET') {
+    const rows = await db.selectFrom(orders).select(['key', 'sku', 'quantity']).where('tenant', '=', tenantOf(request.headers.get('authorization'))!).execute();
+    return Response.json(rows);
+  }
+  return new Response('not found', { status: 404 });
+} }, (info) => console.log(`listening on http://127.0.0.1:${info.port}`));
+process.on('SIGTERM', () => server.close());
