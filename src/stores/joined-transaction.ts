@@ -1,8 +1,8 @@
 /**
  * How a SQL store completes a record inside a transaction it did not open: an ORM's (idemkit/kysely,
- * idemkit/drizzle, idemkit/knex, idemkit/typeorm). The store keeps its SQL and its fencing; the
- * bridge only carries statements over the ORM's transaction, so the business writes and the
- * completion commit or roll back together, on the ORM's own connection.
+ * idemkit/drizzle, idemkit/knex, idemkit/typeorm, idemkit/prisma). The store keeps its SQL and its
+ * fencing; the bridge only carries statements over the ORM's transaction, so the business writes
+ * and the completion commit or roll back together, on the ORM's own connection.
  */
 import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';

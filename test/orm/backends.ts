@@ -23,15 +23,18 @@ import type { SqlExecutor } from '../../src/drivers/sql-executor.js';
 import { drizzleExecutor, drizzleTransactions } from '../../src/orm/drizzle.js';
 import { knexExecutor, knexTransactions } from '../../src/orm/knex.js';
 import { kyselyExecutor, kyselyTransactions } from '../../src/orm/kysely.js';
+import { prismaExecutor, prismaTransactions } from '../../src/orm/prisma.js';
 import { typeormExecutor, typeormTransactions } from '../../src/orm/typeorm.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import type { TestPrismaTransaction } from './prisma-client.js';
+import { prismaClient, removeGenerated } from './prisma-client.js';
 
 export const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = 'mysql://root@127.0.0.1:3306/test';
 
-export type Combo = 'kysely-postgres' | 'kysely-mysql' | 'kysely-sqlite' | 'drizzle-postgres' | 'drizzle-sqlite' | 'knex-postgres' | 'knex-mysql' | 'typeorm-postgres' | 'typeorm-mysql';
+export type Combo = 'kysely-postgres' | 'kysely-mysql' | 'kysely-sqlite' | 'drizzle-postgres' | 'drizzle-sqlite' | 'knex-postgres' | 'knex-mysql' | 'typeorm-postgres' | 'typeorm-mysql' | 'prisma-postgres';
 export type DatabaseKind = 'postgres' | 'mysql' | 'sqlite';
 
 export const databaseOf = (combo: Combo): DatabaseKind => combo.split('-')[1] as DatabaseKind;
@@ -249,6 +252,32 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
           await dataSource.query(`DROP TABLE IF EXISTS ${things}`);
           await dataSource.query(`DROP TABLE IF EXISTS ${table}${postgres ? ' CASCADE' : ''}`);
           if (postgres) await dataSource.query(`DROP FUNCTION IF EXISTS ${table}_claim CASCADE`);
+        },
+      };
+    }
+    case 'prisma-postgres': {
+      const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 5 });
+      pool.on('error', () => {});
+      const plain = postgresStore({ pool, table });
+      await plain.migrate();
+      // Plain SQL, not `prisma migrate`: that needs Prisma's schema engine, a download.
+      await pool.query(`CREATE TABLE IF NOT EXISTS ${orders} (id serial PRIMARY KEY, key text NOT NULL); CREATE TABLE IF NOT EXISTS ${things} (id text PRIMARY KEY, status text NOT NULL)`);
+      const prisma = await prismaClient(name, orders, things, POSTGRES_URL);
+      return {
+        store: prismaTransactions(plain, prisma),
+        plain,
+        things,
+        insertOrder: async (tx, key) => void (await (tx as TestPrismaTransaction).order.create({ data: { key } })),
+        countOrders: (key) => prisma.order.count({ where: { key } }),
+        inOrmTransaction: (fn) => prisma.$transaction((tx) => fn(prismaExecutor(tx), tx)),
+        statusOf: async (id) => (await prisma.thing.findUnique({ where: { id } }))?.status,
+        close: async () => {
+          await prisma.$disconnect();
+          await pool.end();
+        },
+        drop: async () => {
+          await pool.query(`DROP TABLE IF EXISTS ${orders}, ${things}; DROP TABLE IF EXISTS ${table} CASCADE; DROP FUNCTION IF EXISTS ${table}_claim CASCADE`);
+          removeGenerated(name);
         },
       };
     }

@@ -21,9 +21,11 @@ import { withIdempotency } from '../../src/http/web.js';
 import { drizzleTransactions } from '../../src/orm/drizzle.js';
 import { knexTransactions } from '../../src/orm/knex.js';
 import { kyselyTransactions } from '../../src/orm/kysely.js';
+import { prismaTransactions } from '../../src/orm/prisma.js';
 import { typeormTransactions } from '../../src/orm/typeorm.js';
 import { insertOnce, transition } from '../../src/patterns/index.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { killAll, startServer, work } from '../proof/spawn.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
@@ -36,7 +38,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const ALL: Combo[] = (process.env.ORM_COMBOS?.split(',') as Combo[] | undefined) ?? ['kysely-postgres', 'kysely-mysql', 'kysely-sqlite', 'drizzle-postgres', 'drizzle-sqlite', 'knex-postgres', 'knex-mysql', 'typeorm-postgres', 'typeorm-mysql'];
+const ALL: Combo[] = (process.env.ORM_COMBOS?.split(',') as Combo[] | undefined) ?? ['kysely-postgres', 'kysely-mysql', 'kysely-sqlite', 'drizzle-postgres', 'drizzle-sqlite', 'knex-postgres', 'knex-mysql', 'typeorm-postgres', 'typeorm-mysql', 'prisma-postgres'];
 const up = { postgres: await requireService(POSTGRES), mysql: await requireService(MARIADB), sqlite: true };
 const combos = ALL.filter((combo) => up[databaseOf(combo)]);
 const LEASE_MS = 1500;
@@ -192,7 +194,14 @@ describe.each(combos)('transactional mode through %s', (combo) => {
     const key = randomUUID();
     const answer = await handler(new Request('http://x/pay', { method: 'POST', headers: { 'idempotency-key': key } }));
     expect(answer.status).toBe(201);
-    await expect(backend.insertOrder(kept, key)).rejects.toBeInstanceOf(TransactionEndedError);
+    if (combo.startsWith('prisma')) {
+      // A Prisma model delegate (`tx.order`) is a property, not a call the fence sees: Prisma
+      // itself refuses it, its transaction being closed. Its raw SQL is a call: idemkit refuses it.
+      await expect(backend.insertOrder(kept, key)).rejects.toThrow(/Transaction already closed|transaction.*(closed|committed|expired)/i);
+      expect(() => (kept as { $executeRawUnsafe(sql: string): unknown }).$executeRawUnsafe('SELECT 1')).toThrow(TransactionEndedError);
+    } else {
+      await expect(backend.insertOrder(kept, key)).rejects.toBeInstanceOf(TransactionEndedError);
+    }
     expect(await backend.countOrders(key)).toBe(1);
   });
 
@@ -231,9 +240,37 @@ describe('a bridge refuses what cannot commit the record with the business write
       expect(() => knexTransactions(sqlite, knexFactory({ client: 'pg' }))).toThrow(/`knex`.*postgres.*sqlite/);
       expect(() => typeormTransactions(sqlite, new DataSource({ type: 'postgres' }))).toThrow(/`dataSource`.*postgres.*sqlite/);
       expect(() => drizzleTransactions(sqlite, drizzlePg(pool))).toThrow(/`db`.*different kinds of database/);
+      const prisma = { _activeProvider: 'postgresql', $transaction: async () => {} };
+      expect(() => prismaTransactions(sqlite, prisma)).toThrow(/`store`.*PostgreSQL only.*sqlite/);
+      expect(() => prismaTransactions(postgresStore({ pool }), { ...prisma, _activeProvider: 'mysql' })).toThrow(/`prisma`.*mysql/);
+      expect(() => prismaTransactions(postgresStore({ pool }), {} as never)).toThrow(/`prisma`.*PrismaClient/);
     } finally {
       sqlite.close();
       database.close();
     }
+  });
+});
+
+describe('prismaTransactions() options', () => {
+  // Prisma rolls an interactive transaction back after 5 s by default; the bridge holds one for a whole handler.
+  it('opens each transaction with its timeout and maxWait (defaults far above Prisma\'s 5 s), and refuses bad ones naming them', async () => {
+    const pool = new pg.Pool({ max: 1 });
+    const store = postgresStore({ pool, table: 'orm_prisma_options' });
+    const seen: unknown[] = [];
+    const prisma = {
+      $transaction: async (fn: (tx: object) => Promise<unknown>, options?: object) => {
+        seen.push(options);
+        return fn({ $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [] });
+      },
+    };
+    for (const bridged of [prismaTransactions(store, prisma), prismaTransactions(store, prisma, { timeout: 60_000, maxWait: 500 })]) {
+      const opened = await bridged.beginTransaction();
+      await opened.rollback();
+    }
+    expect(seen).toEqual([{ timeout: 300_000, maxWait: 10_000 }, { timeout: 60_000, maxWait: 500 }]);
+    expect(() => prismaTransactions(store, prisma, { timeout: 0 })).toThrow(/`timeout`/);
+    expect(() => prismaTransactions(store, prisma, { maxWait: -1 })).toThrow(/`maxWait`/);
+    expect(() => prismaTransactions(store, prisma, { timeOut: 1 } as never)).toThrow(/timeOut/);
+    await pool.end();
   });
 });
