@@ -28,6 +28,7 @@ import type { PgTransaction } from 'drizzle-orm/pg-core';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import type { ITXClientDenyList } from '@prisma/client/runtime/client';
 import { describe, expect, expectTypeOf, it, onTestFinished } from 'vitest';
 import type { FencedTransaction } from '../../src/core/engine.js';
 import type { TxOf } from '../../src/core/store.js';
@@ -43,6 +44,7 @@ import type { SqlExecutor } from '../../src/patterns/index.js';
 import { drizzleTransactions } from '../../src/orm/drizzle.js';
 import { knexTransactions } from '../../src/orm/knex.js';
 import { typeormTransactions } from '../../src/orm/typeorm.js';
+import { prismaTransactions } from '../../src/orm/prisma.js';
 import { kyselyTransactions } from '../../src/orm/kysely.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
@@ -54,6 +56,17 @@ import { sqliteFile } from '../support/sqlite-file.js';
 const sqlite = () => sqliteStore({ database: new Database(':memory:') });
 const postgres = () => postgresStore({ pool: new pg.Pool({ max: 1 }) });
 const mariadb = () => mysqlStore({ pool: mysql.createPool({ connectionLimit: 1 }) });
+
+/** The shape `prisma generate` (generator prisma-client) gives a client with one model. */
+declare class ShopPrisma {
+  order: { create(args: { data: { sku: string } }): Promise<{ id: number; sku: string }> };
+  $executeRawUnsafe(query: string, ...values: unknown[]): Promise<number>;
+  $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
+  $disconnect(): Promise<void>;
+  $transaction<P extends Promise<unknown>[]>(arg: [...P], options?: { maxWait?: number; timeout?: number }): Promise<unknown[]>;
+  $transaction<R>(fn: (prisma: Omit<ShopPrisma, ITXClientDenyList>) => Promise<R>, options?: { maxWait?: number; timeout?: number }): Promise<R>;
+}
+declare const shopPrisma: ShopPrisma;
 
 /** Compile-time only: never called. */
 function typesFollowTheStore() {
@@ -174,6 +187,22 @@ function typesFollowTheStore() {
       return new Response('ok');
     },
     { store: typeormed(), transactional: true },
+  );
+
+  // Prisma: a client is generated per application, so here one of the generated client's shape
+  // (the overloaded `$transaction`, its callback's tx the client minus Prisma's deny list).
+  const prismaBridged = () => prismaTransactions(postgres(), shopPrisma);
+  expectTypeOf<TxOf<ReturnType<typeof prismaBridged>>>().toEqualTypeOf<Omit<ShopPrisma, ITXClientDenyList>>();
+  withIdempotency(
+    async (_request, ctx) => {
+      expectTypeOf(ctx!.tx).toEqualTypeOf<Omit<ShopPrisma, ITXClientDenyList>>();
+      const order = await ctx!.tx.order.create({ data: { sku: 'sku-1' } });
+      expectTypeOf(order).toEqualTypeOf<{ id: number; sku: string }>();
+      // @ts-expect-error -- Prisma's transaction client cannot disconnect the client.
+      void ctx!.tx.$disconnect;
+      return new Response('ok');
+    },
+    { store: prismaBridged(), transactional: true },
   );
 
   // Wrong combinations do not compile.
