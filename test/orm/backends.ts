@@ -23,6 +23,7 @@ import type { SqlExecutor } from '../../src/drivers/sql-executor.js';
 import { drizzleExecutor, drizzleTransactions } from '../../src/orm/drizzle.js';
 import { knexExecutor, knexTransactions } from '../../src/orm/knex.js';
 import { kyselyExecutor, kyselyTransactions } from '../../src/orm/kysely.js';
+import type { PrismaTransactionsOptions } from '../../src/orm/prisma.js';
 import { prismaExecutor, prismaTransactions } from '../../src/orm/prisma.js';
 import { typeormExecutor, typeormTransactions } from '../../src/orm/typeorm.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
@@ -51,6 +52,8 @@ export interface OrmBackend {
   inOrmTransaction<T>(fn: (executor: SqlExecutor, tx: unknown) => Promise<T>): Promise<T>;
   /** A table `things_<name>` (id primary key, status) for insertOnce / transition. */
   readonly things: string;
+  /** Prisma only: the store bridged with other options (a short interactive-transaction `timeout`). */
+  readonly rebridge?: (options: PrismaTransactionsOptions) => TransactionalStore;
   /** Reads a thing's status outside any transaction. */
   statusOf(id: string): Promise<string | undefined>;
   close(): Promise<void>;
@@ -265,6 +268,7 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
       const prisma = await prismaClient(name, orders, things, POSTGRES_URL);
       return {
         store: prismaTransactions(plain, prisma),
+        rebridge: (options) => prismaTransactions(plain, prisma, options),
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as TestPrismaTransaction).order.create({ data: { key } })),

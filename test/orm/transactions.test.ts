@@ -45,6 +45,17 @@ const LEASE_MS = 1500;
 const script = join(import.meta.dirname, 'server.ts');
 const response = { status: 201, headers: [] as Array<[string, string]>, body: new Uint8Array([1, 2, 255]), bodyOmitted: false };
 
+const isPrisma = (combo: Combo) => combo.startsWith('prisma');
+
+/** The same request again until it is no longer refused as in flight (a failed attempt's record may linger briefly). */
+async function untilNotInFlight(request: () => Promise<Response>): Promise<Response> {
+  for (;;) {
+    const answer = await request();
+    if (answer.status !== 409) return answer;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** Waits until the dead owner's lease has run out on the store's clock. */
 async function leaseExpired(store: IdempotencyStore, key: string): Promise<void> {
   for (;;) {
@@ -202,6 +213,41 @@ describe.each(combos)('transactional mode through %s', (combo) => {
     } else {
       await expect(backend.insertOrder(kept, key)).rejects.toBeInstanceOf(TransactionEndedError);
     }
+    expect(await backend.countOrders(key)).toBe(1);
+  });
+
+  // Prisma rolls an interactive transaction back past its `timeout`: the request cannot commit then.
+  it.runIf(isPrisma(combo))('a handler that outlives the Prisma transaction\'s timeout commits nothing; the retry executes', async () => {
+    let calls = 0;
+    const handler = (store: typeof backend.store) => withIdempotency(
+      async (_request, ctx) => {
+        const call = ++calls;
+        await backend.insertOrder(ctx!.tx, ctx!.key);
+        if (call === 1) {
+          // Until Prisma has expired the transaction (no clock read: its own refusal says so).
+          for (;;) {
+            try {
+              await (ctx!.tx as { $queryRawUnsafe(sql: string): Promise<unknown> }).$queryRawUnsafe('SELECT 1');
+            } catch {
+              break;
+            }
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        }
+        return Response.json({ call }, { status: 201 });
+      },
+      { store, transactional: true, scope: () => 'orm', onError: () => {} },
+    );
+    const key = randomUUID();
+    const request = (store: typeof backend.store) => handler(store)(new Request('http://x/pay', { method: 'POST', headers: { 'idempotency-key': key } }));
+    const expired = await request(backend.rebridge!({ timeout: 50 }));
+    expect(expired.status).not.toBe(201);
+    expect(await backend.countOrders(key)).toBe(0);
+    expect((await record(key))?.state).not.toBe('completed');
+    // The retry on the default timeout: a loaded machine must not expire it too.
+    const retry = await untilNotInFlight(() => request(backend.store));
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual({ call: 2 });
     expect(await backend.countOrders(key)).toBe(1);
   });
 
