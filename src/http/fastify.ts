@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { EngineOverrides, Execution, RequestBody, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
-import { IdempotencyEngine } from '../core/engine.js';
+import { IdempotencyEngine, MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, InvalidOptionError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
@@ -26,31 +26,6 @@ export interface IdempotencyRouteConfig extends EngineOverrides<FastifyRequest> 
   /** Overrides the plugin's `required` for this route. */
   readonly required?: boolean;
 }
-
-/** The options a route may set, as `IdempotencyRouteConfig` declares them. */
-const ROUTE_OPTIONS = ['required', 'leaseMs', 'inFlight', 'waitTimeoutMs', 'retryAfterMs', 'scope', 'fingerprintFields'] as const satisfies ReadonlyArray<
-  keyof IdempotencyRouteConfig
->;
-/** Options of the plugin that a route cannot change (where records live, what is replayed…). */
-const PLUGIN_OPTIONS: ReadonlySet<string> = new Set([
-  'store',
-  'methods',
-  'header',
-  'keyPolicy',
-  'windowMs',
-  'renewLease',
-  'maxExecutionMs',
-  'maxBodyBytes',
-  'replayHeaders',
-  'transactional',
-  'storeTimeoutMs',
-  'failOpen',
-  'onError',
-  'logger',
-  'events',
-  'redactKeys',
-  'problemTypeBase',
-] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotencyRouteConfig>>);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -108,7 +83,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const naming = { path: 'config.idempotency', suffix: ` of ${url}` };
     const read = optionReader('config.idempotency', config, naming);
     for (const key of Object.keys(config)) {
-      if (PLUGIN_OPTIONS.has(key)) read.fail(key as keyof IdempotencyRouteConfig, 'is an option of the plugin, not of a route: set it where the plugin is registered');
+      if (MOUNT_OPTIONS.has(key)) read.fail(key as keyof IdempotencyRouteConfig, 'is an option of the plugin, not of a route: set it where the plugin is registered');
     }
     const required = read.boolean('required', { default: engine.options.required });
     const overrides: Record<string, unknown> = {};

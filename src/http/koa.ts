@@ -2,7 +2,7 @@ import type { Next, ParameterizedContext } from 'koa';
 import type { ContextFor, EngineOverrides, Execution, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
 import type { IdempotencyStore } from '../core/store.js';
-import { IdempotencyEngine } from '../core/engine.js';
+import { IdempotencyEngine, MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
 import { MountedTwiceError, RequestAbortedError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { optionReader } from '../core/option-reader.js';
@@ -36,11 +36,6 @@ export type KoaContext = ParameterizedContext;
  * is claimed and answered, each overriding the middleware's. Checked when `route` is called.
  */
 export type IdempotencyRouteOptions = EngineOverrides<KoaContext>;
-
-/** The options a route may set, as `IdempotencyRouteOptions` declares them. */
-const ROUTE_OPTIONS = ['required', 'leaseMs', 'inFlight', 'waitTimeoutMs', 'retryAfterMs', 'scope', 'fingerprintFields'] as const satisfies ReadonlyArray<
-  keyof IdempotencyRouteOptions
->;
 
 /** The middleware, with a typed reader of the context it gives each request and per-route copies. */
 export interface IdempotencyMiddleware<Context> {
@@ -169,32 +164,11 @@ function routeEngine(engine: IdempotencyEngine<KoaContext>, overrides: Idempoten
     if (value !== undefined) given[name] = value;
   }
   for (const key of Object.keys(overrides)) {
-    if (!(ROUTE_OPTIONS as readonly string[]).includes(key) && MIDDLEWARE_OPTIONS.has(key)) {
+    if (!(ROUTE_OPTIONS as readonly string[]).includes(key) && MOUNT_OPTIONS.has(key)) {
       read.fail(key as keyof IdempotencyRouteOptions, 'is an option of the middleware, not of a route: give it to idempotency(…)');
     }
   }
   read.done();
   return engine.withOverrides(given, naming);
 }
-
-/** Options of the middleware that a route cannot change (where records live, what is replayed…). */
-const MIDDLEWARE_OPTIONS: ReadonlySet<string> = new Set([
-  'store',
-  'methods',
-  'header',
-  'keyPolicy',
-  'windowMs',
-  'renewLease',
-  'maxExecutionMs',
-  'maxBodyBytes',
-  'replayHeaders',
-  'transactional',
-  'storeTimeoutMs',
-  'failOpen',
-  'onError',
-  'logger',
-  'events',
-  'redactKeys',
-  'problemTypeBase',
-] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotencyRouteOptions>>);
 

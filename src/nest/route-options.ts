@@ -1,6 +1,6 @@
 import type { EngineOverrides } from '../core/engine.js';
+import { MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
 import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyOptions } from '../core/options.js';
 import { optionReader } from '../core/option-reader.js';
 import type { NestRequest } from './reader.js';
 
@@ -17,31 +17,8 @@ export interface IdempotentRouteOptions extends EngineOverrides<NestRequest> {
 /** What `@Idempotent` records: `false`, or the options (an empty object protects with the module's). */
 export type IdempotentConfig = false | IdempotentRouteOptions;
 
-/** The options a route may set, as `IdempotentRouteOptions` declares them (the Fastify adapter's `ROUTE_OPTIONS`). */
-export const ROUTE_OPTIONS = ['required', 'leaseMs', 'inFlight', 'waitTimeoutMs', 'retryAfterMs', 'scope', 'fingerprintFields'] as const satisfies ReadonlyArray<
-  keyof IdempotentRouteOptions
->;
-
-/** Options of the module that a route cannot change (where records live, what is replayed…). */
-const MODULE_OPTIONS: ReadonlySet<string> = new Set([
-  'store',
-  'methods',
-  'header',
-  'keyPolicy',
-  'windowMs',
-  'renewLease',
-  'maxExecutionMs',
-  'maxBodyBytes',
-  'replayHeaders',
-  'transactional',
-  'storeTimeoutMs',
-  'failOpen',
-  'onError',
-  'logger',
-  'events',
-  'redactKeys',
-  'problemTypeBase',
-] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof IdempotentRouteOptions>>);
+/** The options a route may set: the core's, as every adapter reads them. */
+export { ROUTE_OPTIONS };
 
 /**
  * Checks what `@Idempotent` was given, where it is applied: its kind and its option names. The
@@ -56,7 +33,7 @@ export function checkRouteConfig(config: unknown, where: string): IdempotentConf
   const options = config as IdempotentRouteOptions;
   const read = optionReader('@Idempotent()', options, { path: '@Idempotent()', suffix: ` of ${where}` });
   for (const key of Object.keys(options)) {
-    if (MODULE_OPTIONS.has(key)) read.fail(key as keyof IdempotentRouteOptions, 'is an option of IdempotencyModule.forRoot(), not of a route: set it there');
+    if (MOUNT_OPTIONS.has(key)) read.fail(key as keyof IdempotentRouteOptions, 'is an option of IdempotencyModule.forRoot(), not of a route: set it there');
   }
   read.accept(...ROUTE_OPTIONS);
   read.done();
