@@ -432,7 +432,7 @@ export class Execution {
 
   /** A suspended request keeps its record and recovery points; the lease ends now, so a retry may resume. */
   private async yieldLease(): Promise<void> {
-    await this.options.store.renew(this.ref, this.token, 0).catch(this.options.onError);
+    await this.deadlines.bound(this.options.store.renew(this.ref, this.token, 0), 'renew').catch(this.options.onError);
   }
 
   /**
@@ -456,7 +456,9 @@ export class Execution {
 
   private async releaseQuietly(): Promise<void> {
     try {
-      await this.options.store.release(this.ref, this.token);
+      // Bounded like every store call on the answer's path: a store cut off mid-request (a pooled
+      // connection whose bytes a partition holds back) must not hold the 503 back with it.
+      await this.deadlines.bound(this.options.store.release(this.ref, this.token), 'release');
     } catch (error) {
       // A stale token means another request owns the key now: nothing of ours is left to release.
       if (!(error instanceof LeaseLostError)) this.options.onError(error);
