@@ -5,7 +5,7 @@
  */
 import { InvalidOptionError } from '../core/errors.js';
 import { checkInteger } from '../core/option-reader.js';
-import type { PurgeOutcome, RecordDetails, RecordFilter, RecordRef, RecordStats, RecordSummary, StoreAdmin } from '../core/store.js';
+import type { PurgeOutcome, RecordDetails, RecordFilter, RecordRef, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
 import { checkRecordRef } from '../core/validate.js';
 
 /** How much of an owner token an operator sees. */
@@ -54,6 +54,35 @@ export function summarize(r: RecordDetails): RecordSummary {
     recoveryPoint: r.recoveryPoint,
     status: r.response?.status,
     bodyBytes: body == null ? null : body.byteLength,
+  };
+}
+
+/** What a record's details carry beyond its summary's fields. */
+export interface DetailsBeyondSummary {
+  readonly recoveryData: unknown;
+  readonly response: StoredResponse | undefined;
+  readonly tokenPrefix: string;
+  readonly now: number;
+}
+
+/** A record's details from its summary (the fields they share) and the rest: `summarize`'s inverse. */
+export function detailsOf(s: RecordSummary, rest: DetailsBeyondSummary): RecordDetails {
+  return {
+    scope: s.scope,
+    key: s.key,
+    state: s.state,
+    fingerprint: s.fingerprint,
+    leaseUntil: s.leaseUntil,
+    expiresAt: s.expiresAt,
+    recoveryPoint: s.recoveryPoint,
+    recoveryData: rest.recoveryData,
+    response: rest.response,
+    tokenPrefix: rest.tokenPrefix,
+    attempt: s.attempt,
+    now: rest.now,
+    expired: s.expired,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
   };
 }
 

@@ -6,7 +6,7 @@ import { CorruptRecordError } from '../core/errors.js';
 import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse, RecordRef } from '../core/store.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { MysqlValue } from '../drivers/mysql.js';
-import { checkFilter, isExpiredAt, tokenPrefix } from './admin-common.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
 import type { Connections } from './mysql-connections.js';
 import { NOW_MS } from './mysql-sql.js';
 
@@ -151,21 +151,10 @@ function toDetails(row: Record<string, unknown>, table: string): RecordDetails {
           bodyOmitted: omitted,
         }
       : undefined;
-  return {
-    scope: s.scope,
-    key: s.key,
-    state: s.state,
-    fingerprint: s.fingerprint,
-    leaseUntil: s.leaseUntil,
-    expiresAt: s.expiresAt,
-    recoveryPoint: s.recoveryPoint,
+  return detailsOf(s, {
     recoveryData: row.recovery_data === null || row.recovery_data === undefined ? undefined : (JSON.parse(text(row.recovery_data)) as unknown),
     response,
     tokenPrefix: tokenPrefix(text(row.token)),
-    attempt: s.attempt,
     now: Number(row.now_ms),
-    expired: s.expired,
-    createdAt: s.createdAt,
-    updatedAt: s.updatedAt,
-  };
+  });
 }

@@ -6,7 +6,7 @@ import { CorruptRecordError, StoreUnavailableError } from '../core/errors.js';
 import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
 import type { PostgresQueryable } from '../drivers/postgres.js';
 import { isMissingSchema } from '../drivers/postgres.js';
-import { checkFilter, isExpiredAt, tokenPrefix } from './admin-common.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
 import type { PostgresNames } from './postgres-sql.js';
 import { checkPostgresRef, resolveNames } from './postgres-sql.js';
 
@@ -151,21 +151,10 @@ function toDetails(row: Record<string, unknown>, where: string): RecordDetails {
         }
       : undefined;
   const summary = toSummary(row, now);
-  return {
-    scope: summary.scope,
-    key: summary.key,
-    state: s,
-    fingerprint: summary.fingerprint,
-    leaseUntil: summary.leaseUntil,
-    expiresAt: summary.expiresAt,
-    recoveryPoint: summary.recoveryPoint,
+  return detailsOf(summary, {
     recoveryData: typeof row.recovery_data === 'string' ? (JSON.parse(row.recovery_data) as unknown) : undefined,
     response,
     tokenPrefix: tokenPrefix(typeof row.token === 'string' ? row.token : ''),
-    attempt: summary.attempt,
     now,
-    expired: summary.expired,
-    createdAt: summary.createdAt,
-    updatedAt: summary.updatedAt,
-  };
+  });
 }

@@ -6,7 +6,7 @@ import type { Clock, PurgeOutcome, RecordDetails, RecordStats, RecordSummary, St
 import { checkRecordRef } from '../core/validate.js';
 import { gateFor } from '../drivers/connection-gate.js';
 import type { SqliteDatabase } from '../drivers/sqlite.js';
-import { checkFilter, isExpiredAt, tokenPrefix } from './admin-common.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
 
 interface Row {
   scope: string;
@@ -133,21 +133,10 @@ function toDetails(row: Row, now: number): RecordDetails {
           bodyOmitted: row.body_omitted === 1,
         }
       : undefined;
-  return {
-    scope: s.scope,
-    key: s.key,
-    state: s.state,
-    fingerprint: s.fingerprint,
-    leaseUntil: s.leaseUntil,
-    expiresAt: s.expiresAt,
-    recoveryPoint: s.recoveryPoint,
+  return detailsOf(s, {
     recoveryData: row.recovery_data === null ? undefined : JSON.parse(row.recovery_data),
     response,
     tokenPrefix: tokenPrefix(row.token),
-    attempt: s.attempt,
     now,
-    expired: s.expired,
-    createdAt: s.createdAt,
-    updatedAt: s.updatedAt,
-  };
+  });
 }
