@@ -4,9 +4,10 @@
  * pair joined by a packet shaper (delay, loss) and a forwarder on the host side; the test talks to
  * it over a veth pair, which no fault touches. Faults: the store link taken down (a partition the
  * service's kernel sees) and a silent partition (every packet dropped, so only timeouts tell) at
- * the claim and between the effect and the completion; the link down while the handler runs past
- * its lease; latency at the completion; 30% packet loss. Effects are counted in the business
- * table, as in test/proof; no assertion measures elapsed time.
+ * the claim, while the handler runs past its lease, and between the effect and the completion;
+ * the store's answer to the last write (the commit) lost; latency at the completion; 30% packet
+ * loss. Effects are counted in the business table, as in test/proof; no assertion measures
+ * elapsed time.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -198,6 +199,22 @@ describe.skipIf(unavailable !== null || stores.length === 0)('network faults bet
       service.release(key);
       await answeredAfterLostCompletion(await first);
       await heal();
+      await settled(key);
+    }, 60_000);
+
+    it('the answer to the last write lost (the commit, or the completion, lands): 503 or the real answer, and every retry replays it', async () => {
+      const key = randomUUID();
+      const first = work(service.url, key, { 'x-hold-last-write': '1' });
+      first.catch(() => {}); // awaited below; a failed assertion before that must not leave it unhandled
+      await service.writing(key);
+      // Everything still reaches the store; nothing it sends comes back, the reply to this write neither.
+      await link!.shape({ lossFromStore: 1 });
+      service.write(key);
+      await answeredAfterLostCompletion(await first);
+      // The write landed although its sender timed out: one order, a completed record (read from the host).
+      expect(await backend.countOrders(key)).toBe(1);
+      expect((await record(key))?.state).toBe('completed');
+      await link!.clear();
       await settled(key);
     }, 60_000);
 

@@ -20,6 +20,8 @@ export interface LinkShape {
   readonly delayMs?: number;
   /** The probability of dropping each packet, either way (0 to 1; 1 is a silent partition). */
   readonly loss?: number;
+  /** The probability of dropping each packet from the store (its answers), in place of `loss` that way. */
+  readonly lossFromStore?: number;
 }
 
 export interface NetnsLink {
@@ -130,11 +132,13 @@ export async function createLink(): Promise<NetnsLink> {
   }
   // One change at a time, each answered `ok` in order.
   let changes = Promise.resolve();
-  const shape = ({ delayMs = 0, loss = 0 }: LinkShape) => {
-    if (!(loss >= 0 && loss <= 1)) throw new RangeError(`loss must be between 0 and 1, got ${loss}`);
+  const shape = ({ delayMs = 0, loss = 0, lossFromStore = loss }: LinkShape) => {
+    for (const [name, p] of [['loss', loss], ['lossFromStore', lossFromStore]] as const) {
+      if (!(p >= 0 && p <= 1)) throw new RangeError(`${name} must be between 0 and 1, got ${p}`);
+    }
     if (!(delayMs >= 0)) throw new RangeError(`delayMs must be 0 or more, got ${delayMs}`);
     changes = changes.then(() => {
-      shaper.stdin!.write(`${loss} ${delayMs}\n`);
+      shaper.stdin!.write(`${loss} ${lossFromStore} ${delayMs}\n`);
       return answer('ok');
     });
     return changes;

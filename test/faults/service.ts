@@ -13,6 +13,9 @@ export interface Service {
   /** Resolves once the handler for `key` (sent with `x-park: 1`) has written its effect and waits. */
   parked(key: string): Promise<void>;
   release(key: string): void;
+  /** Resolves once the last store write for `key` (sent with `x-hold-last-write: 1`) waits to go out. */
+  writing(key: string): Promise<void>;
+  write(key: string): void;
   kill(): Promise<void>;
 }
 
@@ -24,13 +27,18 @@ export async function startService(link: NetnsLink, env: Record<string, string>)
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const parked = new Set<string>();
+  // What the service reported, per kind (`parked`, `writing`) and key, and who waits for it.
+  const seen = new Set<string>();
   const waiting = new Map<string, () => void>();
-  child.on('message', (message: { parked?: string }) => {
-    if (!message.parked) return;
-    parked.add(message.parked);
-    waiting.get(message.parked)?.();
+  child.on('message', (message: { parked?: string; writing?: string }) => {
+    for (const kind of ['parked', 'writing'] as const) {
+      const key = message[kind];
+      if (key === undefined) continue;
+      seen.add(`${kind} ${key}`);
+      waiting.get(`${kind} ${key}`)?.();
+    }
   });
+  const reported = (what: string) => (seen.has(what) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(what, resolve)));
   const port = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -43,8 +51,10 @@ export async function startService(link: NetnsLink, env: Record<string, string>)
   return {
     url: `http://${link.serviceHost}:${port}`,
     pid: child.pid!,
-    parked: (key) => (parked.has(key) ? Promise.resolve() : new Promise((resolve) => waiting.set(key, resolve))),
+    parked: (key) => reported(`parked ${key}`),
     release: (key) => void child.send({ release: key }),
+    writing: (key) => reported(`writing ${key}`),
+    write: (key) => void child.send({ write: key }),
     async kill() {
       if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
       await exited;

@@ -7,8 +7,9 @@ delays the round trip, exactly as on a lossy or distant network.
 
 creates the TUN devices INSIDE (the test moves it into the service's namespace) and OUTSIDE (the
 host's side), prints `ready`, then forwards every packet from one to the other. Packets from
-INSIDE (towards the store) wait DELAY ms; packets either way are dropped with probability LOSS.
-Each line `LOSS DELAY_MS` on stdin sets both and is answered `ok` once in force. The devices
+INSIDE (towards the store) wait DELAY_MS and are dropped with probability TO_STORE; packets from
+OUTSIDE (the store's answers) are dropped with probability FROM_STORE. Each line
+`TO_STORE FROM_STORE DELAY_MS` on stdin sets all three and is answered `ok` once in force. The devices
 exist while this process holds them: it exits when stdin closes (the test ended or died), and
 the kernel deletes both. Writing to a device that is down fails; the packet is lost, as on a
 cable that is unplugged.
@@ -45,7 +46,7 @@ def main() -> None:
     inside = open_tun(sys.argv[1])
     outside = open_tun(sys.argv[2])
     print('ready', flush=True)
-    loss = 0.0
+    loss = {inside: 0.0, outside: 0.0}
     delay = 0.0
     queue: list[tuple[float, int, int, bytes]] = []  # (due, arrival number, device, packet)
     arrivals = 0
@@ -57,8 +58,9 @@ def main() -> None:
                 line = sys.stdin.readline()
                 if not line:
                     return
-                loss_text, delay_text = line.split()
-                loss, delay = float(loss_text), float(delay_text) / 1000
+                to_store, from_store, delay_ms = (float(word) for word in line.split())
+                loss = {inside: to_store, outside: from_store}
+                delay = delay_ms / 1000
                 print('ok', flush=True)
                 continue
             target = outside if source == inside else inside
@@ -68,7 +70,7 @@ def main() -> None:
                     packet = os.read(source, 65536)
                 except BlockingIOError:
                     break
-                if loss > 0 and random.random() < loss:
+                if loss[source] > 0 and random.random() < loss[source]:
                     continue
                 if hold == 0 and not queue:
                     send(target, packet)
