@@ -14,9 +14,12 @@ import { ormTransactions } from './bridge.js';
 export type { OrmTransactionalStore } from './bridge.js';
 
 /**
- * The SQL store (postgresStore, mysqlStore) with transactions opened by `knex`
+ * The SQL store (postgresStore, mysqlStore, sqliteStore) with transactions opened by `knex`
  * (`knex.transaction(async (trx) => …)`), held open while the handler runs. `knex` must talk to
  * the database the store's table is in. Every other operation is the store's own.
+ *
+ * better-sqlite3: Knex's pool there is one connection, held by a request's transaction while it is
+ * open; write through the handler's `ctx.tx`, since a `knex(…)` query would wait for it.
  */
 export function knexTransactions<Store extends IdempotencyStore>(store: Store, knex: Knex): OrmTransactionalStore<Store, Knex.Transaction> {
   const caller = 'knexTransactions()';

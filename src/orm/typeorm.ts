@@ -18,6 +18,10 @@ export type { OrmTransactionalStore } from './bridge.js';
  * The SQL store (postgresStore, mysqlStore, sqliteStore) with transactions opened by `dataSource`
  * (`dataSource.transaction(async (manager) => …)`), held open while the handler runs. The data
  * source must talk to the database the store's table is in. Every other operation is the store's own.
+ *
+ * better-sqlite3: a DataSource is one connection, and TypeORM runs all of its queries there; give
+ * the bridge a DataSource of its own (a query sent through it while a request's transaction is
+ * open would run inside that transaction).
  */
 export function typeormTransactions<Store extends IdempotencyStore>(store: Store, dataSource: DataSource): OrmTransactionalStore<Store, EntityManager> {
   const caller = 'typeormTransactions()';

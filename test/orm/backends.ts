@@ -35,7 +35,19 @@ import { prismaClient, removeGenerated } from './prisma-client.js';
 export const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = 'mysql://root@127.0.0.1:3306/test';
 
-export type Combo = 'kysely-postgres' | 'kysely-mysql' | 'kysely-sqlite' | 'drizzle-postgres' | 'drizzle-sqlite' | 'knex-postgres' | 'knex-mysql' | 'typeorm-postgres' | 'typeorm-mysql' | 'prisma-postgres';
+export type Combo =
+  | 'kysely-postgres'
+  | 'kysely-mysql'
+  | 'kysely-sqlite'
+  | 'drizzle-postgres'
+  | 'drizzle-sqlite'
+  | 'knex-postgres'
+  | 'knex-mysql'
+  | 'knex-sqlite'
+  | 'typeorm-postgres'
+  | 'typeorm-mysql'
+  | 'typeorm-sqlite'
+  | 'prisma-postgres';
 export type DatabaseKind = 'postgres' | 'mysql' | 'sqlite';
 
 export const databaseOf = (combo: Combo): DatabaseKind => combo.split('-')[1] as DatabaseKind;
@@ -207,6 +219,58 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         drop: async () => {
           await knex.schema.dropTableIfExists(orders).dropTableIfExists(things).dropTableIfExists(table);
           if (postgres) await knex.raw(`DROP FUNCTION IF EXISTS ${table}_claim CASCADE`);
+        },
+      };
+    }
+    case 'knex-sqlite': {
+      const database = new Database(file, { timeout: 5000 });
+      const plain = sqliteStore({ database, table });
+      database.exec(`CREATE TABLE IF NOT EXISTS ${orders} (key TEXT NOT NULL); CREATE TABLE IF NOT EXISTS ${things} (id TEXT PRIMARY KEY, status TEXT NOT NULL)`);
+      // Knex's own connection to the file (its SQLite pool holds one: other queries wait for a transaction).
+      const knex = knexFactory({ client: 'better-sqlite3', connection: { filename: file }, useNullAsDefault: true });
+      return {
+        store: knexTransactions(plain, knex),
+        plain,
+        things,
+        insertOrder: async (tx, key) => void (await (tx as Knex.Transaction)(orders).insert({ key })),
+        countOrders: async (key) => (database.prepare(`SELECT count(*) AS n FROM ${orders} WHERE key = ?`).get(key) as { n: number }).n,
+        inOrmTransaction: (fn) => knex.transaction((trx) => fn(knexExecutor(trx), trx)),
+        statusOf: async (id) => ((await knex(things).where({ id }).first()) as { status: string } | undefined)?.status,
+        close: async () => {
+          await knex.destroy();
+          plain.close();
+          database.close();
+        },
+        drop: async () => {
+          database.exec(`DROP TABLE IF EXISTS ${orders}; DROP TABLE IF EXISTS ${things}; DROP TABLE IF EXISTS ${table}`);
+        },
+      };
+    }
+    case 'typeorm-sqlite': {
+      const database = new Database(file, { timeout: 5000 });
+      const plain = sqliteStore({ database, table });
+      database.exec(`CREATE TABLE IF NOT EXISTS ${orders} (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL); CREATE TABLE IF NOT EXISTS ${things} (id TEXT PRIMARY KEY, status TEXT NOT NULL)`);
+      const Order = new EntitySchema<{ id: number; key: string }>({ name: orders, tableName: orders, columns: { id: { type: Number, primary: true, generated: true }, key: { type: String } } });
+      const Thing = new EntitySchema<{ id: string; status: string }>({ name: things, tableName: things, columns: { id: { type: String, primary: true }, status: { type: String } } });
+      // A DataSource on SQLite is one connection that all its queries share: it carries the
+      // transactions only, and the counts and reads go through `database` (docs/orm.md).
+      const dataSource = new DataSource({ type: 'better-sqlite3', database: file, entities: [Order, Thing], timeout: 5000 });
+      await dataSource.initialize();
+      return {
+        store: typeormTransactions(plain, dataSource),
+        plain,
+        things,
+        insertOrder: async (tx, key) => void (await (tx as EntityManager).getRepository(Order).insert({ key })),
+        countOrders: async (key) => (database.prepare(`SELECT count(*) AS n FROM ${orders} WHERE key = ?`).get(key) as { n: number }).n,
+        inOrmTransaction: (fn) => dataSource.transaction((manager) => fn(typeormExecutor(manager), manager)),
+        statusOf: async (id) => (database.prepare(`SELECT status FROM ${things} WHERE id = ?`).get(id) as { status: string } | undefined)?.status,
+        close: async () => {
+          await dataSource.destroy();
+          plain.close();
+          database.close();
+        },
+        drop: async () => {
+          database.exec(`DROP TABLE IF EXISTS ${orders}; DROP TABLE IF EXISTS ${things}; DROP TABLE IF EXISTS ${table}`);
         },
       };
     }

@@ -38,7 +38,20 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const ALL: Combo[] = (process.env.ORM_COMBOS?.split(',') as Combo[] | undefined) ?? ['kysely-postgres', 'kysely-mysql', 'kysely-sqlite', 'drizzle-postgres', 'drizzle-sqlite', 'knex-postgres', 'knex-mysql', 'typeorm-postgres', 'typeorm-mysql', 'prisma-postgres'];
+const ALL: Combo[] = (process.env.ORM_COMBOS?.split(',') as Combo[] | undefined) ?? [
+  'kysely-postgres',
+  'kysely-mysql',
+  'kysely-sqlite',
+  'drizzle-postgres',
+  'drizzle-sqlite',
+  'knex-postgres',
+  'knex-mysql',
+  'knex-sqlite',
+  'typeorm-postgres',
+  'typeorm-mysql',
+  'typeorm-sqlite',
+  'prisma-postgres',
+];
 const up = { postgres: await requireService(POSTGRES), mysql: await requireService(MARIADB), sqlite: true };
 const combos = ALL.filter((combo) => up[databaseOf(combo)]);
 const LEASE_MS = 1500;
