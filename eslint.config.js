@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**', 'test/orm/prisma/generated/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**', 'test/orm/prisma/generated/**', 'examples/prisma/generated/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

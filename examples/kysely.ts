@@ -56,4 +56,5 @@ const server = serve({ port, hostname: '127.0.0.1', fetch: async (request) => {
   }
   return new Response('not found', { status: 404 });
 } }, (info) => console.log(`listening on http://127.0.0.1:${info.port}`));
-process.on('SIGTERM', () => server.close());
+// On SIGTERM: stop accepting, let requests finish, then end the connections (Kysely's pool is the store's).
+process.on('SIGTERM', () => server.close(() => void db.destroy()));
