@@ -49,6 +49,19 @@ export interface IdempotencyRecord {
   readonly recoveryPoint?: string | undefined;
   readonly recoveryData?: unknown;
   readonly response?: StoredResponse | undefined;
+  /**
+   * When the record was claimed, epoch ms on the store's clock. A take-over keeps it (how old the
+   * request is); a claim after the window ended starts a new record, and a new time. `undefined`
+   * when unknown: a record written before the store kept it (an older idemkit), or a store that
+   * keeps no times (every built-in store keeps them).
+   */
+  readonly createdAt?: number | undefined;
+  /**
+   * The record's last change, epoch ms on the store's clock: a claim or take-over, a renewal, a
+   * checkpoint, the completion. Reads (a replay, an in-flight or mismatch answer, `get`) leave it.
+   * `undefined` when unknown, as `createdAt`.
+   */
+  readonly updatedAt?: number | undefined;
 }
 
 /**
@@ -138,9 +151,11 @@ export function fitResponse(response: StoredResponse, maxBytes: number): StoredR
 
 /**
  * What an operator sees of one record (`idemkit inspect`): the record as `get` returns it, and
- * what the store keeps beside it. Times are epoch ms on the store's clock.
+ * what the store keeps beside it. Times are epoch ms on the store's clock; the record's
+ * `createdAt` and `updatedAt` are `null` here when unknown (where `get` leaves them `undefined`),
+ * so that they stay in its JSON.
  */
-export interface RecordDetails extends IdempotencyRecord {
+export interface RecordDetails extends Omit<IdempotencyRecord, 'createdAt' | 'updatedAt'> {
   /**
    * The first 8 characters of the owner token, never all of it: the full token would let whoever
    * reads it complete or release the record. Empty when the store no longer keeps the token.

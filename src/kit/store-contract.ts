@@ -227,6 +227,9 @@ export function describeStoreContract(
         expect(typeof found!.updatedAt).toBe('number');
         expect(found!.createdAt!).toBeLessThanOrEqual(found!.updatedAt!);
         expect(found!.updatedAt!).toBeLessThanOrEqual(found!.now);
+        // `get` shows the same times (undefined where the admin says null: never here).
+        const got = await store.get(r);
+        expect({ createdAt: got?.createdAt, updatedAt: got?.updatedAt }).toEqual({ createdAt: found!.createdAt, updatedAt: found!.updatedAt });
         return { createdAt: found!.createdAt!, updatedAt: found!.updatedAt! };
       };
       const r = ref();
@@ -295,6 +298,93 @@ export function describeStoreContract(
       expect(after!.createdAt!).toBeGreaterThan(before!.createdAt!);
       expect(after!.updatedAt).toBe(after!.createdAt);
       expect(after!.createdAt!).toBeGreaterThanOrEqual(before!.now + WINDOW);
+      expect(await store.get(r)).toMatchObject({ createdAt: after!.createdAt, updatedAt: after!.updatedAt });
+    });
+
+    // The same times through `get`, which every store has: what a program reads of a record's
+    // age. They are optional in IdempotencyRecord, so a store that keeps none (no `admin`, and
+    // neither time after a claim) skips this case; every built-in store keeps them. Where the store
+    // has `admin`, each time is also bounded by readings of the store's clock taken around the
+    // write (`now` of `inspect`, or of `stats` before the record exists).
+    it('get: a claim sets createdAt and updatedAt on the store clock; renewal, checkpoint, take-over and completion move updatedAt; createdAt stays', async (...context: [ContractTestContext?]) => {
+      const admin = hasAdmin(store) ? store.admin : undefined;
+      const r = ref();
+      const reading = async () => (admin === undefined ? undefined : ((await admin.inspect(r)) ?? (await admin.stats())).now);
+      const times = async () => {
+        const got = await store.get(r);
+        expect(got).not.toBeUndefined();
+        return { createdAt: got!.createdAt, updatedAt: got!.updatedAt };
+      };
+      /** The times after a write: both known, in order, and updatedAt within the clock readings around it. */
+      const known = async (before: number | undefined, after: number | undefined) => {
+        const t = await times();
+        expect(typeof t.createdAt).toBe('number');
+        expect(typeof t.updatedAt).toBe('number');
+        expect(t.createdAt!).toBeLessThanOrEqual(t.updatedAt!);
+        if (before !== undefined) expect(t.updatedAt!).toBeGreaterThanOrEqual(before);
+        if (after !== undefined) expect(t.updatedAt!).toBeLessThanOrEqual(after);
+        return { createdAt: t.createdAt!, updatedAt: t.updatedAt! };
+      };
+      const written = async (write: () => Promise<unknown>) => {
+        const before = await reading();
+        await write();
+        return known(before, await reading());
+      };
+
+      const before = await reading();
+      const first = await acquire(r, 'fp-1', SHORT_LEASE);
+      const after = await reading();
+      const bare = await times();
+      if (admin === undefined && bare.createdAt === undefined && bare.updatedAt === undefined) return context[0]?.skip?.();
+      const claimed = await known(before, after);
+      expect(claimed.updatedAt).toBe(claimed.createdAt);
+
+      await ctx.advance(5);
+      const renewed = await written(() => store.renew(r, first.token, SHORT_LEASE.leaseMs));
+      expect(renewed.createdAt).toBe(claimed.createdAt);
+      expect(renewed.updatedAt).toBeGreaterThan(claimed.updatedAt);
+
+      await ctx.advance(5);
+      const checkpointed = await written(() => store.checkpoint(r, first.token, 'charged', { id: 1 }));
+      expect(checkpointed.createdAt).toBe(claimed.createdAt);
+      expect(checkpointed.updatedAt).toBeGreaterThan(renewed.updatedAt);
+      // Reads and refused writes change nothing.
+      await ctx.advance(5);
+      expect((await store.claim(r, 'fp-1', SHORT_LEASE)).kind).toBe('in_flight');
+      expect((await store.claim(r, 'fp-2', SHORT_LEASE)).kind).toBe('mismatch');
+      expect(await store.renew(r, 'f'.repeat(32), SHORT_LEASE.leaseMs)).toBe(false);
+      expect(await times()).toEqual(checkpointed);
+
+      await ctx.advance(LEASE + 50);
+      let second: Awaited<ReturnType<typeof acquire>> | undefined;
+      const takenOver = await written(async () => (second = await acquire(r, 'fp-1', LIVE)));
+      expect(second!.takeover).toBe(true);
+      expect(takenOver.createdAt).toBe(claimed.createdAt);
+      expect(takenOver.updatedAt).toBeGreaterThan(checkpointed.updatedAt);
+
+      await ctx.advance(5);
+      const completed = await written(() => store.complete(r, second!.token, response('{"id":1}')));
+      expect(completed.createdAt).toBe(claimed.createdAt);
+      expect(completed.updatedAt).toBeGreaterThan(takenOver.updatedAt);
+      await ctx.advance(5);
+      expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
+      expect(await times()).toEqual(completed);
+    });
+
+    it('get: a claim after the window ended starts a new record with a new createdAt (where the store keeps times)', async (...context: [ContractTestContext?]) => {
+      const r = ref();
+      const old = await acquire(r, 'fp-1', opts);
+      await store.complete(r, old.token, response('old'));
+      const before = await store.get(r);
+      if (!hasAdmin(store) && before?.createdAt === undefined && before?.updatedAt === undefined) return context[0]?.skip?.();
+      await ctx.advance(WINDOW + 50);
+      expect(await acquire(r, 'fp-2', LIVE)).toMatchObject({ takeover: false });
+      const after = await store.get(r);
+      expect(after).toMatchObject({ state: 'in_flight', fingerprint: 'fp-2' });
+      expect(typeof after!.createdAt).toBe('number');
+      expect(after!.updatedAt).toBe(after!.createdAt);
+      expect(after!.createdAt!).toBeGreaterThanOrEqual(before!.createdAt! + WINDOW);
+      expect(after!.createdAt!).toBeGreaterThan(before!.updatedAt!);
     });
 
     it('admin: purges a completed record, refuses one in flight unless forced, and reports one not found', async (...context: [ContractTestContext?]) => {
@@ -627,6 +717,10 @@ export function describeStoreContract(
       expect(mine.map((r) => r.key).sort()).toEqual([abandoned.key, bare.key].sort());
       const found = mine.find((r) => r.key === abandoned.key)!;
       expect(found).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1', recoveryPoint: 'started', recoveryData: { input: { amount: 5 } } });
+      // With the times `get` shows (how old the abandoned request is), where the store keeps them.
+      const read = await store.get(abandoned);
+      expect({ createdAt: found.createdAt, updatedAt: found.updatedAt }).toEqual({ createdAt: read!.createdAt, updatedAt: read!.updatedAt });
+      if (hasAdmin(store)) expect(typeof found.createdAt).toBe('number');
       expect(mine.find((r) => r.key === bare.key)).toMatchObject({ fingerprint: 'fp-bare', recoveryPoint: undefined });
       expect((await store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
       // Taken over, it is owned again and no longer listed; past its window it is gone for every purpose.

@@ -423,5 +423,7 @@ function toRecord(r: MemoryRecord): IdempotencyRecord {
     recoveryPoint: r.recoveryPoint,
     recoveryData: r.recoveryData,
     response: r.response,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
   };
 }

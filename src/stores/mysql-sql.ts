@@ -92,7 +92,7 @@ export function statements(table: string) {
   const owned = `${id} AND token = ? AND state = 'in_flight'`;
   return {
     read: `SELECT ${NOW_MS} AS now_ms, state, fingerprint, token, revision, attempt, lease_until, expires_at,
-        recovery_point, recovery_data, status, headers, body, body_omitted
+        recovery_point, recovery_data, status, headers, body, body_omitted, created_at, updated_at
       FROM ${t} WHERE ${id}`,
     insert: `INSERT INTO ${t} (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at, created_at, updated_at)
       VALUES (?, ?, ?, 'in_flight', ?, 1, 1, ${NOW_MS} + ?, ${NOW_MS} + ?, ${NOW_MS}, ${NOW_MS})`,
@@ -115,7 +115,7 @@ export function statements(table: string) {
     // MySQL versions when mysql2 binds numbers as DOUBLE).
     // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
     listAbandoned: (limit: number) => `SELECT ${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, token, revision, attempt,
-        lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+        lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted, created_at, updated_at
       FROM ${t} WHERE state = 'in_flight' AND lease_until <= ${NOW_MS} AND expires_at > ${NOW_MS}
       ORDER BY lease_until LIMIT ${limit}`,
     reap: (limit: number) => `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ${limit}`,

@@ -402,7 +402,18 @@ function toRecord(ref: RecordRef, table: string, row: Row): IdempotencyRecord {
     recoveryPoint: resumeFrom,
     recoveryData,
     response: row.state === 'completed' ? parseResponse(ref, table, row.raw) : undefined,
+    createdAt: optionalInteger(ref, table, row.raw, 'created_at'),
+    updatedAt: optionalInteger(ref, table, row.raw, 'updated_at'),
   };
+}
+
+/** A time column: undefined when NULL (a row an earlier idemkit wrote: its times are unknown). */
+function optionalInteger(ref: RecordRef, table: string, raw: Record<string, unknown>, column: string): number | undefined {
+  const value = raw[column];
+  if (value === null || value === undefined) return undefined;
+  const n = typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string' ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n)) throw corrupt(ref, table, `${column} is not an integer`);
+  return n;
 }
 
 function affectedRows(result: unknown): number {

@@ -240,7 +240,7 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
               FROM "${names.schema}"."${names.table}_claim"($1, $2, $3, $4, $5, $6)`,
     // Cast to text and float8 so the pool's own type parsers (jsonb, timestamptz) cannot change what we read.
     get: `SELECT state, fingerprint, ${epochMs('lease_until')}, ${epochMs('expires_at')}, recovery_point, recovery_data,
-                 status, headers::text AS headers, body, body_omitted
+                 status, headers::text AS headers, body, body_omitted, ${epochMs('created_at')}, ${epochMs('updated_at')}
             FROM ${t} WHERE scope = $1 AND key = $2`,
     // clock_timestamp(), not now(): in a transaction now() is when the transaction began.
     renew: `UPDATE ${t} SET lease_until = clock_timestamp() + $4 * interval '1 millisecond', updated_at = clock_timestamp() WHERE ${owned}`,
@@ -258,7 +258,8 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
     // For a completer: owners gone, windows still open. No index serves it (a scan of in-flight
     // rows); a completer runs it now and then, not per request.
     listAbandoned: `SELECT scope, key, state, fingerprint, ${epochMs('lease_until')}, ${epochMs('expires_at')}, recovery_point,
-                           recovery_data, status, headers::text AS headers, body, body_omitted
+                           recovery_data, status, headers::text AS headers, body, body_omitted,
+                           ${epochMs('created_at')}, ${epochMs('updated_at')}
                       FROM ${t} WHERE state = 'in_flight' AND lease_until <= clock_timestamp() AND expires_at > clock_timestamp()
                      ORDER BY lease_until LIMIT $1`,
   };

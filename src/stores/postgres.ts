@@ -87,6 +87,9 @@ interface RecordRow extends ClaimRow {
   fingerprint: unknown;
   lease_until: unknown;
   expires_at: unknown;
+  /** NULL on a row an earlier idemkit wrote (its times are unknown). */
+  created_at: unknown;
+  updated_at: unknown;
 }
 
 const MAX_RESPONSE_BYTES = 512 * 1024 * 1024;
@@ -358,6 +361,8 @@ function toRecord(row: RowReader<RecordRow>): IdempotencyRecord {
     recoveryPoint: row.optionalText('recovery_point'),
     recoveryData: row.json('recovery_data'),
     response: state === 'completed' ? toResponse(row) : undefined,
+    createdAt: row.optionalInteger('created_at'),
+    updatedAt: row.optionalInteger('updated_at'),
   };
 }
 
@@ -382,6 +387,11 @@ class RowReader<Row extends object> {
     const n = typeof value === 'string' || typeof value === 'bigint' ? Number(value) : value;
     if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw this.corrupt(`${column} is not an integer`);
     return n;
+  }
+
+  /** An integer, or undefined for NULL. */
+  optionalInteger(column: keyof Row & string): number | undefined {
+    return this.get(column) === null ? undefined : this.integer(column);
   }
 
   optionalText(column: keyof Row & string): string | undefined {

@@ -313,7 +313,8 @@ return 1
 
 /**
  * KEYS[1]. Replies nil, or the record's state, fingerprint, lease_until, expires_at, recovery_point,
- * recovery_data, status, headers, body, body_omitted. Writes nothing.
+ * recovery_data, status, headers, body, body_omitted, created_at and updated_at (false when
+ * unknown). Writes nothing.
  */
 export const READ = script(
   'read',
@@ -324,8 +325,9 @@ if not r then return false end
 local rest, response = parts(r)
 if not rest then return corrupt(response) end
 response = response or {}
+local created, updated = stamps(r)
 return {r.completed and 'completed' or 'in_flight', rest[1], r.lease, r.expires, rest[4], rest[5],
-  response[1] or false, response[2] or false, response[4] or false, response[3] or false}
+  response[1] or false, response[2] or false, response[4] or false, response[3] or false, created or false, updated or false}
 `,
 );
 

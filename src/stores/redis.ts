@@ -278,7 +278,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       expiresAt: parseInteger(f[3], 'expires_at', at),
       recoveryPoint: text(f[4]),
       recoveryData: f[5] == null ? undefined : parseJson(f[5], 'recovery_data', at),
-      response: state === 'completed' ? parseResponse(f.slice(6), at) : undefined,
+      response: state === 'completed' ? parseResponse(f.slice(6, 10), at) : undefined,
+      // nil (the script's false) when unknown: a record an earlier idemkit wrote.
+      createdAt: f[10] == null ? undefined : parseInteger(f[10], 'created_at', at),
+      updatedAt: f[11] == null ? undefined : parseInteger(f[11], 'updated_at', at),
     };
   }
 

@@ -188,6 +188,12 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
        FROM ${t} WHERE scope = @scope AND key = @key`,
   );
+  // The same read with the record's times, for `get` (a claim decides without them).
+  const selectRecord = db.prepare(
+    `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted,
+            created_at, updated_at
+       FROM ${t} WHERE scope = @scope AND key = @key`,
+  );
   // The claim decision: insert, or take over an expired record / an expired lease of the same
   // request, all in one statement. RETURNING is empty when the existing record stands.
   const upsert = db.prepare(
@@ -233,7 +239,8 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   // Shared with every SQL executor on this Database (idemkit/patterns), so none joins another's transaction.
   // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
   const abandoned = db.prepare(
-    `SELECT scope, key, state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+    `SELECT scope, key, state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted,
+            created_at, updated_at
        FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND expires_at > @now ORDER BY lease_until LIMIT @limit`,
   );
   const columns = db.prepare(`SELECT name FROM pragma_table_info('${t}')`);
@@ -412,7 +419,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     checkpoint: (ref, token, point, data) => gated(ref, () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
     complete: (ref, token, response) => gated(ref, () => fenced(complete, completeParams(ref, token, response))),
     release: (ref, token) => gated(ref, () => fenced(release, { scope: ref.scope, key: ref.key, token })),
-    get: (ref) => gated(ref, () => toRecord(ref, table, readRow(ref, table, select.get(ref)))),
+    get: (ref) => gated(ref, () => toRecord(ref, table, readRow(ref, table, selectRecord.get(ref)))),
     reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
     admin: sqliteAdmin(db, table, now),
     async listAbandoned(limit = 100) {
@@ -523,7 +530,8 @@ function readRow(ref: RecordRef, table: string, raw: unknown): Row | undefined {
     headers: optionalText('headers'),
     body,
     body_omitted: omitted,
-    // Null on a row an earlier idemkit wrote (its times are unknown).
+    // Null on a row an earlier idemkit wrote (its times are unknown), and where the statement
+    // did not read them (a claim's).
     created_at: row.created_at == null ? null : integer('created_at'),
     updated_at: row.updated_at == null ? null : integer('updated_at'),
   };
@@ -573,5 +581,7 @@ function toRecord(ref: RecordRef, table: string, row: Row | undefined): Idempote
     recoveryPoint: resumeFrom,
     recoveryData,
     response: row.state === 'completed' ? toResponse(ref, table, row) : undefined,
+    createdAt: row.created_at ?? undefined,
+    updatedAt: row.updated_at ?? undefined,
   };
 }

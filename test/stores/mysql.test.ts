@@ -134,18 +134,29 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       // The old rows replay and show unknown times, not 1970; olderThanMs judges them by their lease.
       expect(await store.claim({ scope: 't', key: 'done' }, 'fp', o)).toMatchObject({ kind: 'completed', response: { status: 201 } });
       expect(await store.admin.inspect({ scope: 't', key: 'done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+      // get() leaves them undefined (never 0, never 1970); so does listAbandoned for the old one in flight.
+      const oldDone = await store.get({ scope: 't', key: 'done' });
+      expect(oldDone).toMatchObject({ state: 'completed' });
+      expect(oldDone!.createdAt).toBeUndefined();
+      expect(oldDone!.updatedAt).toBeUndefined();
+      const abandoned = (await store.listAbandoned(1000)).find((r) => r.scope === 't' && r.key === 'running');
+      expect(abandoned).toMatchObject({ state: 'in_flight', createdAt: undefined, updatedAt: undefined });
       expect((await store.admin.list({ scope: 't', olderThanMs: 30_000 })).map((r) => r.key).sort()).toEqual(['done', 'running']);
       // A take-over of an old row is a change; its creation stays unknown.
       expect(await store.claim({ scope: 't', key: 'running' }, 'fp', o)).toMatchObject({ kind: 'acquired', takeover: true });
       const taken = await store.admin.inspect({ scope: 't', key: 'running' });
       expect(taken).toMatchObject({ attempt: 2, createdAt: null });
       expect(taken!.updatedAt).toBeGreaterThan(0);
+      const takenGet = await store.get({ scope: 't', key: 'running' });
+      expect(takenGet!.createdAt).toBeUndefined();
+      expect(takenGet!.updatedAt).toBe(taken!.updatedAt);
       // New records get both, on the server's clock.
       expect((await store.claim({ scope: 't', key: 'new' }, 'fp', o)).kind).toBe('acquired');
       const fresh = await store.admin.inspect({ scope: 't', key: 'new' });
       expect(fresh!.createdAt).toBe(fresh!.updatedAt);
       expect(fresh!.createdAt!).toBeLessThanOrEqual(fresh!.now);
       expect(fresh!.createdAt!).toBeGreaterThan(fresh!.now - 60_000);
+      expect(await store.get({ scope: 't', key: 'new' })).toMatchObject({ createdAt: fresh!.createdAt, updatedAt: fresh!.updatedAt });
     });
 
     it('refuses table names that are not plain identifiers, naming `table`', () => {
@@ -268,8 +279,10 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
         complete: await trips(() => counted.complete(r, token, ok())),
         replay: await trips(() => counted.claim(r, 'fp', opts)),
         release: await trips(() => counted.release(warm, warmToken)),
+        // The record with its times (createdAt, updatedAt): one SELECT.
+        get: await trips(async () => expect(typeof (await counted.get(r))?.createdAt).toBe('number')),
       };
-      expect(figures).toEqual({ newKey: 2, inFlight: 1, mismatch: 1, renew: 1, takeover: 2, complete: 1, replay: 1, release: 1 });
+      expect(figures).toEqual({ newKey: 2, inFlight: 1, mismatch: 1, renew: 1, takeover: 2, complete: 1, replay: 1, release: 1, get: 1 });
 
       const t = ref();
       const claim = await acquire(counted, t);

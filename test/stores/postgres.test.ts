@@ -167,18 +167,29 @@ describe.skipIf(!up)('postgres store', () => {
           // The old rows replay and show unknown times, not 1970; --older-than judges them by their lease.
           expect(await upgraded.claim({ scope: 't', key: 'done' }, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
           expect(await upgraded.admin.inspect({ scope: 't', key: 'done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+      // get() leaves them undefined (never 0, never 1970); so does listAbandoned for the old one in flight.
+      const oldDone = await upgraded.get({ scope: 't', key: 'done' });
+      expect(oldDone).toMatchObject({ state: 'completed' });
+      expect(oldDone!.createdAt).toBeUndefined();
+      expect(oldDone!.updatedAt).toBeUndefined();
+      const abandoned = (await upgraded.listAbandoned(1000)).find((r) => r.scope === 't' && r.key === 'running');
+      expect(abandoned).toMatchObject({ state: 'in_flight', createdAt: undefined, updatedAt: undefined });
           expect((await upgraded.admin.list({ scope: 't', olderThanMs: 30_000 })).map((r) => r.key).sort()).toEqual(['done', 'running']);
           // A take-over of an old row is a change; its creation stays unknown.
           expect(await upgraded.claim({ scope: 't', key: 'running' }, 'fp', opts)).toMatchObject({ kind: 'acquired', takeover: true });
           const taken = await upgraded.admin.inspect({ scope: 't', key: 'running' });
           expect(taken).toMatchObject({ attempt: 2, createdAt: null });
           expect(taken!.updatedAt).toBeGreaterThan(0);
+      const takenGet = await upgraded.get({ scope: 't', key: 'running' });
+      expect(takenGet!.createdAt).toBeUndefined();
+      expect(takenGet!.updatedAt).toBe(taken!.updatedAt);
           // New records get both, on the server's clock.
           expect((await upgraded.claim({ scope: 't', key: 'new' }, 'fp', opts)).kind).toBe('acquired');
           const fresh = await upgraded.admin.inspect({ scope: 't', key: 'new' });
           expect(fresh!.createdAt).toBe(fresh!.updatedAt);
           expect(fresh!.createdAt!).toBeLessThanOrEqual(fresh!.now);
           expect(fresh!.createdAt!).toBeGreaterThan(fresh!.now - 60_000);
+      expect(await upgraded.get({ scope: 't', key: 'new' })).toMatchObject({ createdAt: fresh!.createdAt, updatedAt: fresh!.updatedAt });
         } finally {
           await dropTable(pool, old);
         }
@@ -533,6 +544,11 @@ describe.skipIf(!up)('postgres store', () => {
         expect(counting.take()).toEqual([`UPDATE "public"."${table}" SET`]);
         expect((await s.claim(r, 'fp', opts)).kind).toBe('completed');
         expect(counting.take()).toHaveLength(1);
+        // The record with its times (createdAt, updatedAt): one SELECT.
+        const record = await s.get(r);
+        expect(counting.take()).toEqual(['SELECT state, fingerprint,']);
+        expect(typeof record?.createdAt).toBe('number');
+        expect(record!.updatedAt!).toBeGreaterThanOrEqual(record!.createdAt!);
 
         const r2 = ref();
         const second = await s.claim(r2, 'fp', opts);

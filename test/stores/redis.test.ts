@@ -162,6 +162,8 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(fresh.createdAt).toBe(fresh.updatedAt);
     expect(fresh.createdAt!).toBeLessThanOrEqual(fresh.now);
     expect(fresh.createdAt!).toBeGreaterThan(fresh.now - 60_000);
+    // get() reads the same times, in its one script call.
+    expect(await store.get(ref)).toMatchObject({ createdAt: fresh.createdAt, updatedAt: fresh.updatedAt });
     // The first script to write it makes it absolute, and keeps that creation in its times.
     await sleep(5);
     expect(await store.renew(ref, token, 5_000)).toBe(true);
@@ -173,6 +175,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(Number(String(renewed[5]).slice(0, 16))).toBe(fresh.createdAt);
     expect(renewedAt.updatedAt).toBe(Number(String(renewed[5]).slice(16)));
     expect(renewedAt.updatedAt!).toBeGreaterThan(fresh.updatedAt!);
+    expect(await store.get(ref)).toMatchObject({ createdAt: renewedAt.createdAt, updatedAt: renewedAt.updatedAt });
 
     // Written by an earlier idemkit: absolute, its JSON without times.
     const t = (await store.admin.stats()).now;
@@ -180,6 +183,11 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const running = { scope: 's', key: randomUUID() };
     await writeRecord(admin, store.keyOf(running), recordHead('I', oldToken, t + 60_000, t + 120_000), [['fp', running.scope, running.key, false, false]]);
     expect(await store.admin.inspect(running)).toMatchObject({ state: 'in_flight', createdAt: null, updatedAt: null });
+    // get() leaves them undefined (never 0, never 1970).
+    const oldRunning = await store.get(running);
+    expect(oldRunning).toMatchObject({ state: 'in_flight', fingerprint: 'fp' });
+    expect(oldRunning!.createdAt).toBeUndefined();
+    expect(oldRunning!.updatedAt).toBeUndefined();
     // Its first write adds the times: the change is known, the creation stays unknown.
     await store.checkpoint(running, oldToken, 'charged', { id: 1 });
     const [, checkpointed] = await readRecord(admin, store.keyOf(running));
@@ -187,6 +195,9 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const afterCheckpoint = (await store.admin.inspect(running))!;
     expect(afterCheckpoint).toMatchObject({ createdAt: null, recoveryPoint: 'charged', recoveryData: { id: 1 } });
     expect(afterCheckpoint.updatedAt!).toBeGreaterThanOrEqual(t);
+    const checkpointedGet = await store.get(running);
+    expect(checkpointedGet!.createdAt).toBeUndefined();
+    expect(checkpointedGet!.updatedAt).toBe(afterCheckpoint.updatedAt);
     await sleep(5);
     await store.complete(running, oldToken, ok);
     expect(await store.claim(running, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
@@ -217,6 +228,11 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const busy = await acquire(store);
     expect((await store.claim(busy.ref, 'fp', opts)).kind).toBe('in_flight');
     expect(sent.slice(4)).toEqual(['set', 'set', 'evalsha']);
+    // The record with its times (createdAt, updatedAt): the read script, one command.
+    const record = await store.get(ref);
+    expect(sent.slice(7)).toEqual(['evalsha']);
+    expect(typeof record?.createdAt).toBe('number');
+    expect(typeof record?.updatedAt).toBe('number');
   });
 
   it('coalesceWrites: commands sent from separate callbacks of one event-loop turn leave in one socket write', async () => {

@@ -139,17 +139,29 @@ describe('sqliteStore', () => {
     // The old rows: replayed as before, and shown with unknown times (null), not 1970.
     expect(await store.claim({ scope: 't', key: 'old-done' }, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });
     expect(await store.admin.inspect({ scope: 't', key: 'old-done' })).toMatchObject({ state: 'completed', createdAt: null, updatedAt: null });
+    // get() leaves them undefined (never 0, never 1970).
+    const oldDone = await store.get({ scope: 't', key: 'old-done' });
+    expect(oldDone).toMatchObject({ state: 'completed' });
+    expect(oldDone!.createdAt).toBeUndefined();
+    expect(oldDone!.updatedAt).toBeUndefined();
     // --older-than falls back to the lease for them: old-done's lease ended, old-running's ends in 1 s.
     expect((await store.admin.list({ scope: 't', olderThanMs: 0 })).map((r) => r.key)).toEqual(['old-done']);
     await clock.advance(1000);
+    // Abandoned now, and listed so, with unknown times.
+    const abandoned = (await store.listAbandoned()).find((r) => r.key === 'old-running');
+    expect(abandoned).toMatchObject({ state: 'in_flight', createdAt: undefined, updatedAt: undefined });
     // A take-over of an old row is a change (updatedAt), but its creation stays unknown.
     const taken = await store.claim({ scope: 't', key: 'old-running' }, 'fp', opts);
     expect(taken).toMatchObject({ kind: 'acquired', takeover: true });
     expect(await store.admin.inspect({ scope: 't', key: 'old-running' })).toMatchObject({ createdAt: null, updatedAt: clock.now() });
+    const taken2 = await store.get({ scope: 't', key: 'old-running' });
+    expect(taken2!.createdAt).toBeUndefined();
+    expect(taken2!.updatedAt).toBe(clock.now());
     // New records get both.
     const fresh = await store.claim({ scope: 't', key: 'new' }, 'fp', opts);
     if (fresh.kind !== 'acquired') throw new Error(fresh.kind);
     expect(await store.admin.inspect({ scope: 't', key: 'new' })).toMatchObject({ createdAt: clock.now(), updatedAt: clock.now() });
+    expect(await store.get({ scope: 't', key: 'new' })).toMatchObject({ createdAt: clock.now(), updatedAt: clock.now() });
     cleanup();
   });
 
