@@ -8,7 +8,7 @@ import { LeaseLostError } from '../../../src/core/errors.js';
 import type { IdempotencyRecord, IdempotencyStore, StoredResponse } from '../../../src/core/store.js';
 import { canListAbandoned, hasAdmin, isTransactionalStore } from '../../../src/core/store.js';
 import type { ModelHarness } from './harness.js';
-import type { BodyKind, CallTime, Deadline, StoreModel } from './model.js';
+import type { BodyKind, CallTime, Stamp, StoreModel } from './model.js';
 import { BODY_KINDS, DATA, FINGERPRINTS, HEADER_SETS, POINTS, REFS, STATUSES, body } from './model.js';
 
 export interface Real {
@@ -57,8 +57,8 @@ function inStep(m: StoreModel, real: Real, at: CallTime): void {
   fc.pre(m.deadlines().every((d) => d.v <= m.now || at.after < d.lo - 2));
 }
 
-/** A time the store reports: exactly the deadline on a set clock, else within the bounds measured when it was set. */
-function expectTime(real: Real, actual: number, d: Deadline, what: string): void {
+/** A time the store reports: exactly the deadline (or stamp) on a set clock, else within the bounds measured when it was set. */
+function expectTime(real: Real, actual: number, d: Stamp, what: string): void {
   if (real.harness.exactClock) {
     expect(actual, what).toBe(d.lo);
     return;
@@ -80,7 +80,8 @@ function expectResponse(actual: StoredResponse, expected: StoredResponse): void 
   }
 }
 
-async function expectFenced(m: StoreModel, what: string, operation: () => Promise<unknown>, allowed: boolean, real: Real): Promise<void> {
+/** Runs a fenced write and checks it was taken or refused as the model says; returns when it ran. */
+async function expectFenced(m: StoreModel, what: string, operation: () => Promise<unknown>, allowed: boolean, real: Real): Promise<CallTime> {
   const [error, at] = await timed(real, () =>
     operation().then(
       () => undefined,
@@ -91,6 +92,7 @@ async function expectFenced(m: StoreModel, what: string, operation: () => Promis
   reach(`fenced ${what} ${allowed ? 'allowed' : 'refused'}`);
   if (allowed) expect(error).toBeUndefined();
   else expect(error).toBeInstanceOf(LeaseLostError);
+  return at;
 }
 
 class ClaimCommand implements Command {
@@ -169,7 +171,8 @@ class CheckpointCommand implements Command {
   async run(m: StoreModel, real: Real): Promise<void> {
     const token = tokenOf(m, this.ref, this.pick);
     const allowed = m.checkpoint(this.ref, token, this.point, this.data);
-    await expectFenced(m, 'checkpoint', () => real.store.checkpoint(REFS[this.ref]!, token, this.point, this.data), allowed, real);
+    const at = await expectFenced(m, 'checkpoint', () => real.store.checkpoint(REFS[this.ref]!, token, this.point, this.data), allowed, real);
+    if (allowed) m.touch(this.ref, at);
   }
   toString(): string {
     return `checkpoint(${describeRef(this.ref)}, ${describePick(this.pick)}, ${JSON.stringify(this.point)}, ${JSON.stringify(this.data)})`;
@@ -190,7 +193,8 @@ class CompleteCommand implements Command {
     const bytes = body(this.body, m.maxResponseBytes);
     const response: StoredResponse = { status: this.status, headers: HEADER_SETS[this.headers]!, body: bytes, bodyOmitted: bytes === null };
     const allowed = m.complete(this.ref, token, response);
-    await expectFenced(m, 'complete', () => real.store.complete(REFS[this.ref]!, token, response), allowed, real);
+    const at = await expectFenced(m, 'complete', () => real.store.complete(REFS[this.ref]!, token, response), allowed, real);
+    if (allowed) m.touch(this.ref, at);
   }
   toString(): string {
     return `complete(${describeRef(this.ref)}, ${describePick(this.pick)}, ${this.status}, headers ${JSON.stringify(HEADER_SETS[this.headers])}, body ${this.body})`;
@@ -236,9 +240,10 @@ class TransactionCommand implements Command {
     const response: StoredResponse = { status: 201, headers: HEADER_SETS[1]!, body: bytes, bodyOmitted: bytes === null };
     const allowed = m.owned(this.ref, token) !== undefined;
     const tx = await store.beginTransaction();
+    let at: CallTime | undefined;
     try {
       const write = () => (this.write === 'complete' ? tx.complete(ref, token, response) : tx.checkpoint(ref, token, this.point, { in: 'tx' }));
-      await expectFenced(m, `transaction ${this.write}`, write, allowed, real);
+      at = await expectFenced(m, `transaction ${this.write}`, write, allowed, real);
     } finally {
       if (this.end === 'commit') await tx.commit();
       else await tx.rollback();
@@ -246,6 +251,8 @@ class TransactionCommand implements Command {
     if (allowed && this.end === 'commit') {
       if (this.write === 'complete') m.complete(this.ref, token, response);
       else m.checkpoint(this.ref, token, this.point, { in: 'tx' });
+      // The write's time (its statement ran then), not the commit's.
+      m.touch(this.ref, at);
     }
   }
   toString(): string {
@@ -253,7 +260,13 @@ class TransactionCommand implements Command {
   }
 }
 
-function expectRecord(real: Real, got: IdempotencyRecord | undefined, m: StoreModel, i: number): void {
+/** A record as `get` or `listAbandoned` returns it, or as `admin.inspect` shows it (times `null` there when unknown). */
+type ShownRecord = Omit<IdempotencyRecord, 'createdAt' | 'updatedAt'> & {
+  readonly createdAt?: number | null | undefined;
+  readonly updatedAt?: number | null | undefined;
+};
+
+function expectRecord(real: Real, got: ShownRecord | undefined, m: StoreModel, i: number): void {
   const r = m.records.get(i);
   if (r === undefined) {
     expect(got, 'get: no record').toBeUndefined();
@@ -266,6 +279,11 @@ function expectRecord(real: Real, got: IdempotencyRecord | undefined, m: StoreMo
   expect(got!.recoveryData, 'recoveryData').toEqual(r.recoveryData);
   expectTime(real, got!.leaseUntil, r.lease, 'leaseUntil');
   expectTime(real, got!.expiresAt, r.expires, 'expiresAt');
+  // Every record of a run was written by this idemkit: its times are known.
+  expect(got!.createdAt, 'createdAt').toBeTypeOf('number');
+  expect(got!.updatedAt, 'updatedAt').toBeTypeOf('number');
+  expectTime(real, got!.createdAt!, r.created, 'createdAt');
+  expectTime(real, got!.updatedAt!, r.updated, 'updatedAt');
   if (r.response === undefined) expect(got!.response, 'response of a record in flight').toBeUndefined();
   else expectResponse(got!.response!, r.response);
 }

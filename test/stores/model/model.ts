@@ -28,6 +28,18 @@ export interface CallTime {
 
 const deadline = (v: number, ms: number, at: CallTime): Deadline => ({ v, lo: at.before + ms, hi: at.after + ms });
 
+/**
+ * When a write happened, on the store's clock: the bounds of the call that made it (one instant
+ * on a set clock). Not a deadline: no decision reads it, and a jump does not move it (the
+ * PostgreSQL harness moves the stored deadlines, not the stored times).
+ */
+export interface Stamp {
+  readonly lo: number;
+  readonly hi: number;
+}
+
+const stamp = (at: CallTime): Stamp => ({ lo: at.before, hi: at.after });
+
 export interface ModelRecord {
   readonly ref: RecordRef;
   fingerprint: string;
@@ -42,6 +54,10 @@ export interface ModelRecord {
   recoveryData: unknown;
   /** As the store must keep it: the body dropped and marked omitted past `maxResponseBytes`. */
   response: StoredResponse | undefined;
+  /** `createdAt`: the claim that made the record; a take-over keeps it. */
+  created: Stamp;
+  /** `updatedAt`: the last claim, renewal, checkpoint or completion (`touch`); reads leave it. */
+  updated: Stamp;
 }
 
 /** A token handed out by a claim, kept by the one it was given to, whether or not it is still current. */
@@ -192,6 +208,7 @@ export class StoreModel {
       r.token = token;
       r.attempt++;
       r.lease = deadline(this.now + leaseMs, leaseMs, at);
+      r.updated = stamp(at);
       return;
     }
     this.records.set(i, {
@@ -205,6 +222,8 @@ export class StoreModel {
       recoveryPoint: undefined,
       recoveryData: undefined,
       response: undefined,
+      created: stamp(at),
+      updated: stamp(at),
     });
   }
 
@@ -216,8 +235,20 @@ export class StoreModel {
 
   renew(i: number, token: string, leaseMs: number, at: CallTime): boolean {
     const r = this.owned(i, token);
-    if (r) r.lease = deadline(this.now + leaseMs, leaseMs, at);
+    if (r) {
+      r.lease = deadline(this.now + leaseMs, leaseMs, at);
+      r.updated = stamp(at);
+    }
     return r !== undefined;
+  }
+
+  /**
+   * A checkpoint or completion the store took, in the call `at` (they are decided before the call,
+   * their time known only after it): the record's last change.
+   */
+  touch(i: number, at: CallTime): void {
+    const r = this.records.get(i);
+    if (r) r.updated = stamp(at);
   }
 
   checkpoint(i: number, token: string, point: string, data: unknown): boolean {
