@@ -33,6 +33,7 @@ const change = fc.oneof(
   fc.tuple(fc.constant('state'), fc.constantFrom('in_flight', 'completed', 'other')),
   fc.tuple(fc.constant('fingerprint'), fc.oneof(text, fc.constant('fp'))),
   fc.tuple(fc.constantFrom('lease_until', 'expires_at'), bigint),
+  fc.tuple(fc.constantFrom('created_at', 'updated_at'), fc.option(bigint, { nil: null })),
   fc.tuple(fc.constantFrom('revision', 'attempt'), fc.oneof(fc.nat(), fc.constant('18446744073709551615'))),
   fc.tuple(fc.constantFrom('recovery_point', 'recovery_data'), fc.option(fc.oneof(text, headersJson), { nil: null })),
   fc.tuple(fc.constant('status'), fc.option(fc.oneof(fc.integer({ min: 0, max: 65_535 }), fc.constantFrom(0, 99, 100, 200, 999, 1000)), { nil: null })),

@@ -33,6 +33,7 @@ const change = fc.oneof(
   fc.tuple(fc.constant('state'), fc.constant('text'), fc.oneof(text, fc.constantFrom('in_flight', 'completed'))),
   fc.tuple(fc.constant('fingerprint'), fc.constant('text'), fc.oneof(text, fc.constant('fp'))),
   fc.tuple(fc.constantFrom('lease_until', 'expires_at'), fc.constant('timestamptz'), time),
+  fc.tuple(fc.constantFrom('created_at', 'updated_at'), fc.constant('timestamptz'), fc.option(time, { nil: null })),
   fc.tuple(fc.constantFrom('recovery_point', 'recovery_data'), fc.constant('text'), fc.option(fc.oneof(text, headersJson), { nil: null })),
   fc.tuple(fc.constant('status'), fc.constant('integer'), fc.option(fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constantFrom(0, 99, 100, 200, 999, 1000)), { nil: null })),
   fc.tuple(fc.constant('headers'), fc.constant('jsonb'), fc.option(headersJson, { nil: null })),

@@ -70,6 +70,11 @@ export function checkTimes(...times: number[]): void {
   for (const time of times) expect(Number.isSafeInteger(time)).toBe(true);
 }
 
+/** A record's createdAt and updatedAt: undefined (unknown), or safe integers; never anything else. */
+export function checkRecordTimes(record: { createdAt?: number | undefined; updatedAt?: number | undefined }): void {
+  for (const time of [record.createdAt, record.updatedAt]) if (time !== undefined) expect(Number.isSafeInteger(time)).toBe(true);
+}
+
 /**
  * Claims and reads a corrupted record (ref, fingerprint 'fp') and checks both answers; `held` reads
  * what the row holds now, as a response. Answers whether either call refused with the typed error.
@@ -92,6 +97,7 @@ export async function checkCorrupted(
   expect(['in_flight', 'completed']).toContain(record.state);
   expect(typeof record.fingerprint).toBe('string');
   checkTimes(record.leaseUntil, record.expiresAt);
+  checkRecordTimes(record);
   if (record.state === 'completed') checkReplay(record.response!, await held());
   return refused;
 }

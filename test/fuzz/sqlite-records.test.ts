@@ -13,10 +13,12 @@ import type { RecordRef } from '../../src/core/store.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { SqliteStore } from '../../src/stores/sqlite.js';
 import { anyUtf16, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';
-import { CLAIM_OPTIONS, checkReplay, checkTimes, expectedResponse, GOOD_RESPONSE, settle } from './record-check.js';
+import { CLAIM_OPTIONS, checkRecordTimes, checkReplay, checkTimes, expectedResponse, GOOD_RESPONSE, settle } from './record-check.js';
 
 const TABLE = `fuzz_records_${randomUUID().slice(0, 8)}`;
-const COLUMNS = ['state', 'fingerprint', 'lease_until', 'expires_at', 'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted'] as const;
+const COLUMNS = [
+  'state', 'fingerprint', 'lease_until', 'expires_at', 'recovery_point', 'recovery_data', 'status', 'headers', 'body', 'body_omitted', 'created_at', 'updated_at',
+] as const;
 
 /** Values SQLite can hold, with the ones that look almost right weighted up. */
 const sqliteValue = fc.oneof(
@@ -83,7 +85,11 @@ describe('fuzz: sqlite store records', FUZZ_TIMEOUT, () => {
         expect(['in_flight', 'completed']).toContain(record.state);
         expect(typeof record.fingerprint).toBe('string');
         checkTimes(record.leaseUntil, record.expiresAt);
-        if (record.state === 'completed') checkReplay(record.response!, rowResponse(raw(ref)));
+        // The times are what the row holds (NULL: unknown), or the record was refused above.
+        const now = raw(ref);
+        expect([record.createdAt, record.updatedAt]).toEqual([now.created_at ?? undefined, now.updated_at ?? undefined]);
+        checkRecordTimes(record);
+        if (record.state === 'completed') checkReplay(record.response!, rowResponse(now));
       }),
       0.3,
     );
