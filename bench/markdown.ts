@@ -139,6 +139,18 @@ function glance(results: BenchResults): string[] {
   return any ? out : [];
 }
 
+/** The frameworks timed on fewer workloads or stores than the run's (REDUCED_MATRIX in options.ts), as the Plan line says it. */
+function reducedText(meta: BenchResults['meta']): string {
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x) => b.includes(x));
+  const reduced = (meta.matrix ?? []).filter((m) => !same(m.plans, meta.plans) || !same(m.stores, meta.stores));
+  const groups = new Map<string, string[]>();
+  for (const m of reduced) {
+    const text = `workloads ${m.plans.join(', ') || 'none'} on stores ${m.stores.join(', ') || 'none'}`;
+    groups.set(text, [...(groups.get(text) ?? []), m.framework]);
+  }
+  return [...groups].map(([text, frameworks]) => ` (${frameworks.join(' and ')} timed on ${text} only; the race check covers every store)`).join('');
+}
+
 function raceCell(races: readonly RaceEntry[], framework: Framework, impl: Impl, store: StoreKind): string {
   const ok = raceCorrect(races, framework, impl, store);
   return ok === undefined ? '' : ok ? '' : ' ⚠';
@@ -170,7 +182,7 @@ export function writeResultsMarkdown(results: BenchResults, rows: readonly Row[]
     `- Machine: ${meta.cpus}, ${meta.memory} RAM; Node ${meta.node}; load average ${meta.loadAverage}`,
     `- Code: ${meta.commit}`,
     `- Command: \`${meta.command}\``,
-    `- Plan: frameworks ${meta.frameworks.join(', ')}; workloads ${meta.plans.join(', ')}; stores ${meta.stores.join(', ')}; peers ${meta.peers.join(', ') || 'none'}`,
+    `- Plan: frameworks ${meta.frameworks.join(', ')}; workloads ${meta.plans.join(', ')}; stores ${meta.stores.join(', ')}${reducedText(meta)}; peers ${meta.peers.join(', ') || 'none'}`,
     `- Throughput: autocannon, ${meta.connections} connections (64 for contention), pipelining 1; per configuration a fresh server process, a sanity check, a ${meta.warmupSec} s warm-up, then ${meta.runs} runs × ${meta.durationSec} s; medians (req/s and p99).`,
     `- Race check: \`idemkit check\`'s race case, ${meta.raceConcurrency} concurrent same-key requests released together × ${meta.raceRounds} rounds, ${meta.raceDelayMs} ms handler.`,
     `- Latency: a paced open-loop sender at half the bare framework's maximum, ${meta.latencyRuns} runs × ${meta.durationSec} s, medians.`,
@@ -413,28 +425,32 @@ function everyConfiguration(configs: readonly ConfigResult[]): string[] {
 const HOW_SECTION = [
   '## How the peers are wired',
   '',
-  'One handler everywhere: `POST /charges` → `201 {"id": "<uuid>", "ok": true}` with the same JSON body parsing; the peers wrap that same function (bench/peers/*.ts).',
+  'One handler everywhere: `POST /charges` → `201 {"id": "<uuid>", "ok": true}` with the same JSON body parsing; the peers wrap that same function (bench/peers/*.ts). ' +
+    'Koa 3 with @koa/router: idemkit/koa\'s middleware on the route, and a small JSON body reader in place of @koa/bodyparser (not installed) on both sides (bench/server-koa.ts). ' +
+    'Nest 11 on its Express platform (`rawBody: true`): `IdempotencyModule.forRoot` and `@Idempotent()` on the controller (bench/server-nest.ts).',
   '',
   '- **@node-idempotency/core** with `@node-idempotency/storage-adapter-memory` / `-redis`: `onRequest` before the handler (a cached answer is sent as is; `REQUEST_IN_PROGRESS` → 409, fingerprint mismatch → 422), `onResponse` with the handler\'s answer, awaited before the answer is sent. Express: a middleware after `express.json()` that wraps `res.json`; Fastify: `preHandler` + `onSend` hooks. Its claim is `SET NX PX` (one round trip), completion a `SET` (one more); a replay costs `SET NX` + `GET`.',
   '- **express-idempotency** with `express-idempotency-redis-adapter`: the middleware before the handler, `getSharedIdempotencyService().isHit(req)` at the top of the handler, as its README shows. Express only. It reads (`GET`) then writes (`SET`, no `NX`): two concurrent requests with one key can both miss and both run the handler. Replays compare the stored body with `deep-equal`.',
   '- **@aws-lambda-powertools/idempotency** with `CachePersistenceLayer` over `@redis/client`: `makeIdempotent` around the handler function, event `{ headers, body }`, `eventKeyJmesPath: \'headers."idempotency-key"\'`; in-progress → 409. Each call passes a Lambda-like context (`getRemainingTimeInMillis`: 30 s), which gives the in-progress record its expiry. Without it (the race table\'s *no-context* row), a concurrent duplicate finds an in-progress record with no expiry, treats it as an orphan, takes the orphan lock and runs the handler again (reported for the Python library as aws-powertools/powertools-lambda-python#8386; the TypeScript cache layer has the same code path).',
   '  Payload validation (`payloadValidationJmesPath: \'body\'`, its fingerprint) is **off** in the timed runs, so Powertools does less work per request than the others: in this version the cache layer drops the payload hash when it marks a record completed (`_updateRecord` writes status, expiry and data only), so every replay of a completed key fails validation with `IdempotencyValidationError` (the race table\'s *validation* row: 422s where replays belong). Upstream: aws-powertools/powertools-lambda-typescript#5705, fixed by #5706 after this version.',
-  '- Where a peer cannot serve a configuration the tables say n/a with the reason.',
+  '- Where a peer cannot serve a configuration the tables say n/a with the reason. No peer runs on Koa or Nest: none has an adapter for them installed here (`@node-idempotency/nestjs` exists but is not installed), and the glue above is written for Express and Fastify.',
   '',
   '## Reproduce',
   '',
   '```sh',
   'npm ci',
   '# PostgreSQL on 127.0.0.1:5432 (db test, user postgres, trust) and Redis on 127.0.0.1:6379, or BENCH_POSTGRES_URL / BENCH_REDIS_URL',
-  'npm run bench                                   # everything: ~23 min on 2 cores',
+  'npm run bench                                   # everything (Koa and Nest on a reduced matrix): ~31 min on 2 cores',
   'npm run bench -- --quick                        # 1 s × 2 runs, a smoke test',
   'BENCH_FRAMEWORKS=express BENCH_STORES=redis BENCH_WORKLOADS=new-key,replay npm run bench   # a subset',
   'BENCH_PEERS=none npm run bench                  # idemkit only',
+  'BENCH_FRAMEWORKS=koa,nest BENCH_WORKLOADS=all BENCH_STORES=all npm run bench   # Koa and Nest on every workload and store',
   '```',
   '',
   'Knobs: `BENCH_DURATION` (s per run, default 2), `BENCH_RUNS` (5), `BENCH_WARMUP` (1), `BENCH_LATENCY_RUNS` (3), `BENCH_RACE_CONCURRENCY` (20), ' +
     '`BENCH_RACE_ROUNDS` (10), `BENCH_RACE_DELAY` (ms, 5), `BENCH_NOISE_LIMIT`, `BENCH_QUIET_WAIT`; flags `--quick`, `--no-delay`, `--no-race`, `--no-latency`. ' +
-    'Subsets: `BENCH_FRAMEWORKS` (fastify, express), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none).',
+    'Subsets: `BENCH_FRAMEWORKS` (fastify, express, koa, nest), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none); `all` or `none` for any of them. ' +
+    'Without `BENCH_WORKLOADS` and `BENCH_STORES`, Koa and Nest are timed on new-key, replay, contention and no-key, on memory and Redis; either variable, given, applies to every framework.',
   '',
 ];
 

@@ -39,6 +39,10 @@ export function packageVersions(): Record<string, string> {
     [
       'fastify',
       'express',
+      'koa',
+      '@koa/router',
+      '@nestjs/core',
+      '@nestjs/platform-express',
       'autocannon',
       'ioredis',
       'pg',

@@ -4,7 +4,7 @@
  */
 import type { LoadSample } from './harness.js';
 import type { RawResults } from './raw-store.js';
-import type { BenchOptions } from './options.js';
+import type { BenchOptions, FrameworkPlan } from './options.js';
 import type { Framework, Impl, StoreKind, Workload } from './shared.js';
 
 export interface Subject {
@@ -61,6 +61,8 @@ export interface BenchMeta
   readonly plans: readonly string[];
   readonly stores: readonly StoreKind[];
   readonly peers: readonly Impl[];
+  /** What each framework was timed on (absent in runs from before Koa and Nest were measured). */
+  readonly matrix?: readonly FrameworkPlan[];
 }
 
 

@@ -3,10 +3,12 @@
  *
  *   1. raw store time, in-process;
  *   2. the race check: each implementation through `idemkit check`'s race case (20 concurrent
- *      same-key requests × 10 rounds), counting double executions and hangs;
+ *      same-key requests × 10 rounds), counting double executions and hangs, on every framework
+ *      and selected store;
  *   3. throughput: for each framework and workload, the bare framework, idemkit on each store and
  *      each peer on each store it supports, one server process per configuration, autocannon in
- *      this process; warm-up, then N runs, medians;
+ *      this process; warm-up, then N runs, medians (Koa and Nest: a reduced matrix by default,
+ *      REDUCED_MATRIX in options.ts);
  *   4. latency at a fixed rate of half the bare framework's maximum, on Redis.
  *
  * Writes bench/RESULTS.md (markdown.ts), bench/results-chart.svg (chart.ts), and
@@ -29,26 +31,38 @@ import type { RawResults } from './raw-store.js';
 import { measureRawStores } from './raw-store.js';
 import { writeChart } from './chart.js';
 import { writeResultsMarkdown } from './markdown.js';
-import type { PlanName } from './options.js';
+import type { FrameworkPlan, PlanName, ServerStore } from './options.js';
 import { readBenchOptions } from './options.js';
 import { gitHead, packageVersions, readLoadAverage, srcHash } from './provenance.js';
 import type { BenchResults, ConfigResult, LatencyResult, RaceEntry, Subject } from './results.js';
 import { buildRows } from './results.js';
 import type { Framework, ServerConfig, StoreKind, Workload } from './shared.js';
-import { BODY, CONTENT_TYPE, ROUTE, median } from './shared.js';
+import { ALL_STORES, BODY, CONTENT_TYPE, ROUTE, median } from './shared.js';
 
 const options = readBenchOptions();
 const { durationSec, runs, warmupSec, latencyRuns, rawIterations, raceConcurrency, raceRounds, raceDelayMs, noiseLimit, quietWaitMs } = options;
-const { frameworks: FRAMEWORKS, plans: PLANS, stores: SERVER_STORES, peers: SELECTED_PEERS } = options;
+/** The selected stores: the race check covers each on every framework; timing, each framework's own (MATRIX). */
+const SERVER_STORES = options.stores;
+const { frameworks: FRAMEWORKS, matrix: MATRIX, peers: SELECTED_PEERS } = options;
 const MAX_RETRIES_PER_RUN = 4;
 const DELAY_MS = 5;
 
-/** Every implementation × store measured for one framework and workload. */
-function subjectsFor(framework: Framework, plan: PlanName): Subject[] {
+/** The workloads and stores `framework` is timed on (options.ts, REDUCED_MATRIX). */
+function planOf(framework: Framework): FrameworkPlan {
+  return MATRIX.find((m) => m.framework === framework)!;
+}
+/** Every store some framework is timed on, in the usual order: the raw store time measures these. */
+const TIMED_STORES = ALL_STORES.filter((s) => MATRIX.some((m) => m.stores.includes(s)));
+
+/**
+ * Every implementation × store measured for one framework and workload: on the framework's timed
+ * stores, or on `stores` (the race check runs every selected store on every framework).
+ */
+function subjectsFor(framework: Framework, plan: PlanName, serverStores: readonly ServerStore[] = planOf(framework).stores): Subject[] {
   const subjects: Subject[] = [{ impl: 'bare', store: 'none' }];
   // Without a key no store is touched: one store per implementation is enough.
   const stores: readonly StoreKind[] =
-    plan === 'no-key' ? [SERVER_STORES.includes('redis') ? 'redis' : (SERVER_STORES[0] ?? 'memory')] : SERVER_STORES;
+    plan === 'no-key' ? [serverStores.includes('redis') ? 'redis' : (serverStores[0] ?? 'memory')] : serverStores;
   for (const store of stores) subjects.push({ impl: 'idemkit', store });
   for (const peer of SELECTED_PEERS) {
     const peerStores = plan === 'no-key' ? [PEER_STORES[peer].includes('redis') ? 'redis' : PEER_STORES[peer][0]!] : stores;
@@ -58,7 +72,7 @@ function subjectsFor(framework: Framework, plan: PlanName): Subject[] {
 }
 
 const latencySubjects = (framework: Framework): Subject[] =>
-  SERVER_STORES.includes('redis')
+  planOf(framework).stores.includes('redis')
     ? [
         { impl: 'bare', store: 'none' },
         { impl: 'idemkit', store: 'redis' },
@@ -366,22 +380,31 @@ async function latency(framework: Framework, workload: 'new-key' | 'replay', sub
   }
 }
 
+/** The race check's servers of one framework: every selected store, whatever the framework's timed matrix. */
+const raceSubjects = (framework: Framework): Subject[] => subjectsFor(framework, 'new-key', SERVER_STORES).filter((s) => s.impl !== 'bare');
+/** The race check's two more Powertools variants run on the first framework Powertools applies to. */
+const POWERTOOLS_VARIANTS_ON = FRAMEWORKS.find((f) => raceSubjects(f).some((s) => s.impl === 'powertools'));
+
+/** A Nest application takes about a second longer to start than the others (module scan, DI, router). */
+const EXTRA_STARTUP_SEC: Partial<Record<Framework, number>> = { nest: 1 };
+
 /** Seconds for the whole run, from the plan, for the estimate printed at the start. */
 function estimateSeconds(): number {
-  const startup = 2.7; // server start (tsx), precheck, the quiet check (2 × 0.5 s)
-  const perConfig = startup + warmupSec + runs * durationSec;
-  let configs = 0;
-  let extraBareRuns = 0; // one bare run next to each configuration (measureGroup), beyond `runs`
+  let total = 20;
   for (const framework of FRAMEWORKS) {
-    for (const plan of PLANS) {
+    const extra = EXTRA_STARTUP_SEC[framework] ?? 0;
+    const startup = 2.7 + extra; // server start (tsx), precheck, the quiet check (2 × 0.5 s)
+    const raceServer = 3 + extra; // server start and the 10 rounds
+    const perConfig = startup + warmupSec + runs * durationSec;
+    for (const plan of planOf(framework).plans) {
       const subjects = subjectsFor(framework, plan).length; // bare + the others
-      configs += subjects;
-      extraBareRuns += Math.max(0, subjects - runs);
+      // …and one bare run next to each configuration (measureGroup), beyond `runs`.
+      total += subjects * perConfig + Math.max(0, subjects - runs) * durationSec;
     }
+    if (options.race) total += (raceSubjects(framework).length + (framework === POWERTOOLS_VARIANTS_ON ? 2 : 0)) * raceServer;
+    if (options.latency) total += 2 * latencySubjects(framework).length * (startup + 2 * warmupSec + latencyRuns * durationSec);
   }
-  const raceServers = !options.race ? 0 : FRAMEWORKS.reduce((n, f) => n + subjectsFor(f, 'new-key').length, 0) + 2;
-  const latencyConfigs = !options.latency ? 0 : FRAMEWORKS.reduce((n, f) => n + 2 * latencySubjects(f).length, 0);
-  return configs * perConfig + extraBareRuns * durationSec + raceServers * 3 + latencyConfigs * (startup + 2 * warmupSec + latencyRuns * durationSec) + 20;
+  return total;
 }
 
 async function main(): Promise<void> {
@@ -390,7 +413,8 @@ async function main(): Promise<void> {
   const loadAtStart = readLoadAverage();
   const estimate = estimateSeconds();
   log(
-    `idemkit bench: frameworks ${FRAMEWORKS.join(', ')}; workloads ${PLANS.join(', ')}; stores ${SERVER_STORES.join(', ')}; ` +
+    `idemkit bench: ${MATRIX.map((m) => `${m.framework} (${m.plans.join(', ') || 'no workload'}; ${m.stores.join(', ') || 'no store'})`).join('; ')}; ` +
+      `race check on ${SERVER_STORES.join(', ') || 'no store'}; ` +
       `peers ${SELECTED_PEERS.join(', ') || 'none'}; warm-up ${warmupSec} s + ${runs} × ${durationSec} s per configuration. ` +
       `Estimated duration: ~${Math.ceil(estimate / 60)} min.`,
   );
@@ -398,18 +422,17 @@ async function main(): Promise<void> {
   if (options.estimate) return;
 
   log(`raw store time: ${rawIterations} iterations × ${runs} repetitions…`);
-  const raw: RawResults = await measureRawStores(SERVER_STORES, rawIterations, runs);
+  const raw: RawResults = await measureRawStores(TIMED_STORES, rawIterations, runs);
   for (const s of raw.stores) log(`  ${s.store}: new key ${s.newKeyMicros.toFixed(2)} µs, replay ${s.replayMicros.toFixed(2)} µs`);
 
   const races: RaceEntry[] = [];
   if (options.race) {
     log(`race check: ${raceConcurrency} concurrent same-key requests × ${raceRounds} rounds, ${raceDelayMs} ms handler…`);
     for (const framework of FRAMEWORKS) {
-      for (const subject of subjectsFor(framework, 'new-key')) {
-        if (subject.impl === 'bare') continue;
+      for (const subject of raceSubjects(framework)) {
         races.push(await race(framework, subject));
         // The same peer wired differently: without a Lambda context (outside Lambda), and with payload validation.
-        if (subject.impl === 'powertools' && framework === FRAMEWORKS[0]) {
+        if (subject.impl === 'powertools' && framework === POWERTOOLS_VARIANTS_ON) {
           races.push(await race(framework, subject, 'no-context'));
           races.push(await race(framework, subject, 'validation'));
         }
@@ -419,8 +442,8 @@ async function main(): Promise<void> {
 
   const configs: ConfigResult[] = [];
   const skipped: Skipped[] = [];
-  for (const framework of FRAMEWORKS) {
-    for (const plan of PLANS) await measureGroup(framework, plan, { configs, skipped });
+  for (const { framework, plans } of MATRIX) {
+    for (const plan of plans) await measureGroup(framework, plan, { configs, skipped });
   }
 
   const latencies: LatencyResult[] = [];
@@ -466,8 +489,9 @@ async function main(): Promise<void> {
       raceDelayMs,
       latencyRuns,
       frameworks: FRAMEWORKS,
-      plans: PLANS,
+      plans: options.plans,
       stores: [...SERVER_STORES],
+      matrix: MATRIX,
       peers: SELECTED_PEERS,
     },
     raw,

@@ -1,7 +1,8 @@
 /**
  * The benchmarked server, run as a child process by run.ts: `POST /charges` → 201 `{ id, ok: true }`,
  * bare, behind the idemkit middleware (memory, SQLite, PostgreSQL or Redis store), or behind one of
- * the npm peers (bench/peers/*.ts). One process per configuration; the load generator is the parent.
+ * the npm peers (bench/peers/*.ts), on Fastify, Express, Koa (server-koa.ts) or Nest on Express
+ * (server-nest.ts). One process per configuration; the load generator is the parent.
  *
  *   node --conditions=idemkit-source --import tsx bench/server.ts --impl=idemkit --framework=fastify --store=memory
  *
@@ -20,10 +21,11 @@ import type { IdempotencyStore } from 'idemkit';
 import { idempotency as expressIdempotency } from 'idemkit/express';
 import { idempotency as fastifyIdempotency } from 'idemkit/fastify';
 import { Redis } from 'ioredis';
+import { notApplicable } from './peers/applicability.js';
 import type { Body, PeerContext, PeerServer } from './peers/types.js';
 import { NotApplicable } from './peers/types.js';
 import { REDIS_URL, openBenchStore } from './stores.js';
-import type { ChildMessage, Framework, Impl, ServerConfig, StoreKind } from './shared.js';
+import type { AppSpec, ChildMessage, Framework, Impl, ServerConfig, StoreKind } from './shared.js';
 import { ROUTE, TRACKED_KEY_PREFIXES } from './shared.js';
 
 const { values } = parseArgs({
@@ -141,6 +143,9 @@ async function startExpress(store: IdempotencyStore | undefined): Promise<number
 }
 
 async function startPeer(): Promise<number> {
+  // The peers' glue is written for Fastify and Express (bench/peers/applicability.ts says where each applies).
+  const reason = notApplicable(config.impl, config.framework, config.store);
+  if (reason !== undefined) throw new NotApplicable(reason);
   const ctx: PeerContext = { ...config, redisUrl: REDIS_URL, execute };
   let server: PeerServer;
   switch (config.impl) {
@@ -217,13 +222,26 @@ process.on('message', (message: { type?: string; on?: boolean }) => {
   send({ type: 'stats', userMicros: cpu.user, systemMicros: cpu.system, handled, duplicates, rssBytes: process.memoryUsage.rss(), storeMicros });
 });
 
+/** The bare server, or idemkit's on the configured store. Koa and Nest are loaded only when asked for. */
+async function startOurs(): Promise<number> {
+  const store = await openStore(config.impl === 'bare' ? 'none' : config.store);
+  const spec: AppSpec = { store, delayMs: config.delayMs, required: config.required, execute };
+  switch (config.framework) {
+    case 'fastify':
+      return startFastify(store);
+    case 'express':
+      return startExpress(store);
+    case 'koa':
+      return (await import('./server-koa.js')).startKoa(spec);
+    case 'nest':
+      return (await import('./server-nest.js')).startNest(spec);
+    default:
+      throw new Error(`unknown framework ${String(config.framework)}`);
+  }
+}
+
 try {
-  const port =
-    config.impl === 'bare' || config.impl === 'idemkit'
-      ? config.framework === 'fastify'
-        ? await startFastify(await openStore(config.impl === 'bare' ? 'none' : config.store))
-        : await startExpress(await openStore(config.impl === 'bare' ? 'none' : config.store))
-      : await startPeer();
+  const port = config.impl === 'bare' || config.impl === 'idemkit' ? await startOurs() : await startPeer();
   const controlPort = await startControl();
   send({ type: 'listening', port, controlPort });
   if (!process.send) console.log(`listening on http://127.0.0.1:${port}${ROUTE}, control ${controlPort} (${JSON.stringify(config)})`);

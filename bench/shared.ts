@@ -1,6 +1,8 @@
 /** What the orchestrator (run.ts), the child server (server.ts) and the raw store bench share. */
+import type { IdempotencyStore } from 'idemkit';
 
-export type Framework = 'fastify' | 'express';
+/** Nest runs on its Express platform (`@nestjs/platform-express`). */
+export type Framework = 'fastify' | 'express' | 'koa' | 'nest';
 export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis';
 /** Every store measured, in order; `BENCH_STORES=memory,sqlite` narrows it (options.ts). */
 export const ALL_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = ['memory', 'sqlite', 'postgres', 'redis'];
@@ -45,6 +47,19 @@ export interface ServerConfig {
   readonly required: boolean;
   /** The bench run's nonce, in every key it sends: the server deletes what it stored under it on exit. */
   readonly nonce: string;
+}
+
+/**
+ * What server.ts hands the Koa and Nest servers (server-koa.ts, server-nest.ts): the bare server
+ * without a store, idemkit's with one.
+ */
+export interface AppSpec {
+  readonly store: IdempotencyStore | undefined;
+  /** Handler delay in ms (0: the handler answers without awaiting anything). */
+  readonly delayMs: number;
+  readonly required: boolean;
+  /** The one handler body (server.ts): counts the execution and returns `{ id, ok: true }`. */
+  execute(key: string | undefined): { readonly id: string; readonly ok: true };
 }
 
 /** Child → parent, once listening. */

@@ -5,7 +5,7 @@ describe('bench options: flags and BENCH_* variables', () => {
   it('runs everything by default, and shorter runs with --quick', () => {
     const all = readBenchOptions([], {});
     expect(all).toMatchObject({ durationSec: 2, runs: 5, race: true, latency: true, estimate: false });
-    expect(all.frameworks).toEqual(['fastify', 'express']);
+    expect(all.frameworks).toEqual(['fastify', 'express', 'koa', 'nest']);
     expect(all.plans).toEqual(['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms']);
     expect(all.stores).toEqual(['memory', 'sqlite', 'postgres', 'redis']);
     expect(all.peers).toEqual(['node-idempotency', 'express-idempotency', 'powertools']);
@@ -27,8 +27,39 @@ describe('bench options: flags and BENCH_* variables', () => {
     });
   });
 
+  it('times Koa and Nest on a reduced matrix unless the workloads or the stores are given', () => {
+    const reduced = { plans: ['new-key', 'replay', 'contention', 'no-key'], stores: ['memory', 'redis'] };
+    const full = { plans: ['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms'], stores: ['memory', 'sqlite', 'postgres', 'redis'] };
+    expect(readBenchOptions([], {}).matrix).toEqual([
+      { framework: 'fastify', ...full },
+      { framework: 'express', ...full },
+      { framework: 'koa', ...reduced },
+      { framework: 'nest', ...reduced },
+    ]);
+    // Each dimension given applies to every framework; the other keeps each framework's default.
+    const workloads = readBenchOptions([], { BENCH_FRAMEWORKS: 'express,nest', BENCH_WORKLOADS: 'new-key-5ms,contention' });
+    expect(workloads.matrix).toEqual([
+      { framework: 'express', plans: ['contention', 'new-key-5ms'], stores: full.stores },
+      { framework: 'nest', plans: ['contention', 'new-key-5ms'], stores: reduced.stores },
+    ]);
+    const stores = readBenchOptions([], { BENCH_FRAMEWORKS: 'koa', BENCH_STORES: 'sqlite' });
+    expect(stores.matrix).toEqual([{ framework: 'koa', plans: reduced.plans, stores: ['sqlite'] }]);
+    expect(readBenchOptions(['--framework=koa', '--workload=replay'], {}).matrix).toEqual([{ framework: 'koa', plans: ['replay'], stores: reduced.stores }]);
+    // `all` is the whole list, given: Koa and Nest on every workload and store.
+    expect(readBenchOptions([], { BENCH_FRAMEWORKS: 'koa,nest', BENCH_WORKLOADS: 'all', BENCH_STORES: 'all' }).matrix).toEqual([
+      { framework: 'koa', ...full },
+      { framework: 'nest', ...full },
+    ]);
+    // The race check's stores stay the selection, not the reduced matrix.
+    expect(readBenchOptions([], { BENCH_FRAMEWORKS: 'koa' }).stores).toEqual(full.stores);
+    // --no-delay drops the 5 ms handler from every framework's plans.
+    const noDelay = readBenchOptions(['--no-delay'], { BENCH_FRAMEWORKS: 'nest', BENCH_WORKLOADS: 'all' });
+    expect(noDelay.matrix[0]!.plans).toEqual(['new-key', 'replay', 'contention', 'no-key']);
+  });
+
   it('refuses unknown names and numbers that are not positive, naming the variable', () => {
     expect(() => readBenchOptions([], { BENCH_STORES: 'mongo' })).toThrow(/BENCH_STORES: unknown "mongo"/);
+    expect(() => readBenchOptions([], { BENCH_FRAMEWORKS: 'hapi' })).toThrow(/BENCH_FRAMEWORKS: unknown "hapi" \(expected fastify, express, koa, nest\)/);
     expect(() => readBenchOptions(['--workload=slow'], {})).toThrow(/--workload: unknown "slow"/);
     expect(() => readBenchOptions([], { BENCH_DURATION: '0' })).toThrow(/BENCH_DURATION must be a positive number/);
     expect(() => readBenchOptions(['--fast'], {})).toThrow();
