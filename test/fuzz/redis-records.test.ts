@@ -14,7 +14,7 @@ import { CorruptRecordError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
 import { redisStore } from '../../src/stores/redis.js';
 import type { RedisStore } from '../../src/stores/redis.js';
-import { connectStoreClient } from '../support/redis-servers.js';
+import { connectStoreClient, deleteKeys } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';
 import { anyUtf16, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';
 import { CLAIM_OPTIONS, checkCorrupted, completeGood, expectedResponse } from './record-check.js';
@@ -102,10 +102,7 @@ describe.skipIf(!up)('fuzz: redis store records', FUZZ_TIMEOUT, () => {
     store = redisStore({ client, prefix: PREFIX });
   });
   afterAll(async () => {
-    if (admin) {
-      const keys = await admin.keys(`${PREFIX}:*`);
-      if (keys.length > 0) await admin.del(...keys);
-    }
+    if (admin) await deleteKeys(admin, `${PREFIX}:*`);
     client?.disconnect();
     admin?.disconnect();
   });

@@ -57,15 +57,21 @@ function inStep(m: StoreModel, real: Real, at: CallTime): void {
   fc.pre(m.deadlines().every((d) => d.v <= m.now || at.after < d.lo - 2));
 }
 
+/**
+ * `actual`, a time or duration the store reports, lies between `lo` and `hi`, which come from
+ * store-clock readings taken around the calls involved, give or take 2 ms of the store's rounding
+ * (PostgreSQL floors µs to ms, Redis derives times from PTTL). Not a time limit: a slow machine
+ * widens the interval instead of failing the assertion.
+ */
+function expectBetweenReadings(actual: number, lo: number, hi: number, what: string): void {
+  expect(actual, what).toBeGreaterThanOrEqual(lo - 2);
+  expect(actual, what).toBeLessThanOrEqual(hi + 2);
+}
+
 /** A time the store reports: exactly the deadline (or stamp) on a set clock, else within the bounds measured when it was set. */
 function expectTime(real: Real, actual: number, d: Stamp, what: string): void {
-  if (real.harness.exactClock) {
-    expect(actual, what).toBe(d.lo);
-    return;
-  }
-  // Within 2 ms: the store's rounding (PostgreSQL floors µs to ms, Redis derives times from PTTL).
-  expect(actual, what).toBeGreaterThanOrEqual(d.lo - 2);
-  expect(actual, what).toBeLessThanOrEqual(d.hi + 2);
+  if (real.harness.exactClock) expect(actual, what).toBe(d.lo);
+  else expectBetweenReadings(actual, d.lo, d.hi, what);
 }
 
 function expectResponse(actual: StoredResponse, expected: StoredResponse): void {
@@ -123,13 +129,11 @@ class ClaimCommand implements Command {
     } else if (got.kind === 'in_flight' && expected.kind === 'in_flight') {
       if (real.harness.exactClock) expect(got.retryAfterMs, 'retryAfterMs').toBe(expected.retryAfterMs);
       else {
-        // What was left of the lease some time during the call, give or take the store's rounding.
-        // Not a time limit: both bounds come from clock readings taken around this call and the
-        // claim that set the lease (`lo`..`hi`), so a slow machine widens them instead of failing.
+        // What was left of the lease some time during this call: at least its earliest end less
+        // the latest reading of this call, at most its latest end less the earliest reading.
         const lease = m.records.get(this.ref)!.lease;
         expect(got.retryAfterMs).toBeGreaterThan(0);
-        expect(got.retryAfterMs).toBeGreaterThanOrEqual(lease.lo - at.after - 2);
-        expect(got.retryAfterMs).toBeLessThanOrEqual(lease.hi - at.before + 2);
+        expectBetweenReadings(got.retryAfterMs, lease.lo - at.after, lease.hi - at.before, 'retryAfterMs');
       }
     }
   }
@@ -343,8 +347,7 @@ class InspectCommand implements Command {
     expect(got.expired, 'expired').toBe(m.expired(r));
     if (r.state === 'in_flight') expect(got.tokenPrefix, 'tokenPrefix').toBe(r.token.slice(0, 8));
     else expect(got.tokenPrefix.length).toBeLessThanOrEqual(8);
-    expect(got.now).toBeGreaterThanOrEqual(at.before - 2);
-    expect(got.now).toBeLessThanOrEqual(at.after + 2);
+    expectBetweenReadings(got.now, at.before, at.after, 'now');
   }
   toString(): string {
     return `admin.inspect(${describeRef(this.ref)})`;
