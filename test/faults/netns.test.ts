@@ -238,7 +238,10 @@ describe.skipIf(unavailable !== null || stores.length === 0)('network faults bet
       }
       await link!.clear();
       for (const key of keys) await settled(key);
-    }, 60_000);
+      // Generous: how long this takes is TCP's retransmission back-off on a lossy link (a request
+      // whose packets are lost four times in a row waits seconds), and a loaded CI machine took
+      // over a minute for three keys on PostgreSQL. Only correctness is asserted.
+    }, 240_000);
 
     it(`latency of protected requests with ${LATENCIES_MS.join(' / ')} ms injected per store round trip (measured, not asserted)`, async () => {
       for (const ms of LATENCIES_MS) {

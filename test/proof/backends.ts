@@ -71,7 +71,9 @@ function sqliteBackend(file: string, name: string, options: BackendOptions, with
 }
 
 async function postgresBackend(url: string, name: string, options: BackendOptions): Promise<ProofBackend> {
-  const pool = new pg.Pool({ connectionString: url, max: 5 });
+  // docs/stores/postgres.md's recommended settings: a connection attempt lost on a faulty link
+  // (test/faults) gives up and frees its slot rather than wait out TCP's SYN back-off.
+  const pool = new pg.Pool({ connectionString: url, max: 5, connectionTimeoutMillis: 1_000, keepAlive: true });
   pool.on('error', () => {}); // an idle connection of a killed test may drop; the next query reconnects
   const store = postgresStore({ pool, table: `idem_${name}` });
   await store.migrate();
@@ -94,7 +96,7 @@ async function postgresBackend(url: string, name: string, options: BackendOption
 }
 
 async function mysqlBackend(url: string, name: string, options: BackendOptions): Promise<ProofBackend> {
-  const pool = mysql.createPool({ uri: url, connectionLimit: 5 });
+  const pool = mysql.createPool({ uri: url, connectionLimit: 5, connectTimeout: 2_000 }); // as docs/stores/mysql.md recommends
   const store = mysqlStore({ pool, table: `idem_${name}` });
   await store.migrate();
   await pool.query(`CREATE TABLE IF NOT EXISTS orders_${name} (\`key\` VARCHAR(64) NOT NULL ${options.uniqueOrders ? 'UNIQUE' : ''})`);
