@@ -16,7 +16,7 @@ import { openBackend } from '../proof/backends.js';
 
 const env = process.env;
 const transactional = env.TRANSACTIONAL === '1';
-const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1', ordersFile: env.ORDERS_FILE });
+const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1', ordersFile: env.ORDERS_FILE, connectTimeoutMs: 1_000 });
 const releases = new Map<string, () => void>();
 const writes = new Map<string, () => void>();
 process.on('message', (message: { release?: string; write?: string }) => {
