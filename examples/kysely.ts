@@ -1,14 +1,17 @@
 // npm run example:kysely — transactional mode through Kysely: the order and the idempotency
 // record commit in one Kysely transaction, or neither does. STORE_URL: sqlite:/path/file.db
-// (default: a temp file) or postgres://…; ORDERS_TABLE names the business table (default: orders).
+// (default: a temp file), postgres://… or mysql://… (MySQL/MariaDB); ORDERS_TABLE names the
+// business table (default: orders).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
 import Database from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect } from 'kysely';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { kyselyTransactions } from 'idemkit/kysely';
+import { mysqlStore } from 'idemkit/stores/mysql';
 import { postgresStore } from 'idemkit/stores/postgres';
 import { sqliteStore } from 'idemkit/stores/sqlite';
 import { withIdempotency } from 'idemkit/web';
@@ -27,6 +30,13 @@ async function open() {
     await store.migrate();
     return { store, db: new Kysely<Shop>({ dialect: new PostgresDialect({ pool }) }) };
   }
+  if (/^(mysql|mariadb):/.test(url)) {
+    const pool = mysql.createPool(url.replace(/^mariadb:/, 'mysql:'));
+    const store = mysqlStore({ pool });
+    await store.migrate();
+    // Kysely's MySQL dialect takes mysql2's callback pool: the promise pool's own, so both share connections.
+    return { store, db: new Kysely<Shop>({ dialect: new MysqlDialect({ pool: pool.pool }) }) };
+  }
   const file = url.slice('sqlite:'.length);
   // The idempotency store and Kysely each open the file: Kysely's connection carries the
   // transactions, the store's own serves claims and replays.
@@ -34,7 +44,15 @@ async function open() {
 }
 
 const { store, db } = await open();
-await sql`CREATE TABLE IF NOT EXISTS ${sql.table(orders)} (key TEXT PRIMARY KEY, tenant TEXT NOT NULL, sku TEXT NOT NULL, quantity INTEGER NOT NULL)`.execute(db);
+// Kysely's schema builder quotes each name as the database wants it (`key` is reserved in MySQL).
+await db.schema
+  .createTable(orders)
+  .ifNotExists()
+  .addColumn('key', 'varchar(255)', (column) => column.primaryKey())
+  .addColumn('tenant', 'varchar(255)', (column) => column.notNull())
+  .addColumn('sku', 'varchar(255)', (column) => column.notNull())
+  .addColumn('quantity', 'integer', (column) => column.notNull())
+  .execute();
 
 const placeOrder = withIdempotency(
   async (request, ctx) => {

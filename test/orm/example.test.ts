@@ -18,7 +18,7 @@ import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 type Database = 'sqlite' | 'postgres' | 'mysql';
 
 const examples: Record<string, readonly Database[]> = {
-  kysely: ['sqlite', 'postgres'],
+  kysely: ['sqlite', 'postgres', 'mysql'],
   drizzle: ['sqlite', 'postgres'],
   knex: ['sqlite', 'postgres', 'mysql'],
   typeorm: ['sqlite', 'postgres', 'mysql'],
