@@ -86,14 +86,37 @@ describe('the README\'s two commands', () => {
 
   it('each installs from the lockfile first when node_modules is missing or stale', () => {
     expect(pkg.scripts.predemo).toBe('node scripts/ensure-deps.mjs');
-    expect(pkg.scripts.pretest).toBe('node scripts/ensure-deps.mjs');
+    expect(pkg.scripts.pretest).toMatch(/^node scripts\/ensure-deps\.mjs && /);
     const script = readFileSync(join(root, 'scripts/ensure-deps.mjs'), 'utf8');
     expect(script).toMatch(/'ci'/);
     expect(script).toMatch(/package-lock\.json/);
   });
+
+  it('the test command builds dist/ first when it is missing or stale, as its suites need it under CI=true (issue 26, item 21)', () => {
+    expect(pkg.scripts.pretest).toBe('node scripts/ensure-deps.mjs && node scripts/ensure-build.mjs');
+    const script = readFileSync(join(root, 'scripts/ensure-build.mjs'), 'utf8');
+    expect(script).toMatch(/'run', '-s', 'build'/);
+    expect(script).toMatch(/dist', 'core', 'index\.d\.ts'/);
+  });
+
+  it('CI runs the test command exactly as the README gives it, before any install or build of its own (issue 26, item 21)', () => {
+    const steps = readFileSync(join(root, '.ci/run'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => /^npm /.test(line));
+    expect(steps[0]).toBe(commands[1]);
+    expect(steps).not.toContain('npm ci --no-audit --no-fund');
+    expect(steps.indexOf('npm run build')).toBe(-1);
+  });
 });
 
 describe('package metadata', () => {
+  it('`npm pack` builds dist/ first (prepack), so a tarball made from a clone has the built package (issue 26, item 12)', () => {
+    expect(pkg.scripts.prepack).toBe('npm run build');
+    expect(pkg.files).toContain('dist');
+  });
+
+
   it('ships the MIT license text it declares', () => {
     expect(pkg.license).toBe('MIT');
     expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
