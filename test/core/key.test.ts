@@ -52,10 +52,43 @@ describe('parseIdempotencyKey', () => {
 
   it('applies the key policy', () => {
     expect(() => parseIdempotencyKey('short', 'Idempotency-Key', { minLength: 16 })).toThrow(/shorter than 16/);
-    expect(parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324', 'Idempotency-Key', { format: 'uuid' })).toBeDefined();
+    expect(parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324', 'Idempotency-Key', { format: 'uuid' })).toBe('8e03978e-40d5-43e8-bc93-6894a57f9324');
     expect(() => parseIdempotencyKey('not-a-uuid', 'Idempotency-Key', { format: 'uuid' })).toThrow(/UUID/);
-    expect(parseIdempotencyKey('01ARZ3NDEKTSV4RRFFQ69G5FAV', 'Idempotency-Key', { format: 'ulid' })).toBeDefined();
+    expect(parseIdempotencyKey('01ARZ3NDEKTSV4RRFFQ69G5FAV', 'Idempotency-Key', { format: 'ulid' })).toBe('01ARZ3NDEKTSV4RRFFQ69G5FAV');
     expect(() => parseIdempotencyKey('01ARZ3NDEKTSV4RRFFQ69G5FAU!', 'Idempotency-Key', { format: 'ulid' })).toThrow(/ULID/);
+  });
+
+  it('minLength: a key of exactly minLength is accepted, one character less is refused (issue 26, item 23)', () => {
+    const policy = { minLength: 16 };
+    expect(parseIdempotencyKey('k'.repeat(16), 'Idempotency-Key', policy)).toBe('k'.repeat(16));
+    expect(parseIdempotencyKey(`"${'k'.repeat(16)}"`, 'Idempotency-Key', policy)).toBe('k'.repeat(16));
+    expect(parseIdempotencyKey('k'.repeat(255), 'Idempotency-Key', policy)).toBe('k'.repeat(255));
+    expect(() => parseIdempotencyKey('k'.repeat(15), 'Idempotency-Key', policy)).toThrow(/shorter than 16/);
+    // The length is the key's, not the header's: quotes and surrounding spaces do not count.
+    expect(() => parseIdempotencyKey(`"${'k'.repeat(15)}"`, 'Idempotency-Key', policy)).toThrow(/shorter than 16/);
+    expect(() => parseIdempotencyKey(`  ${'k'.repeat(15)}  `, 'Idempotency-Key', policy)).toThrow(/shorter than 16/);
+    // Together with a format, both apply.
+    expect(parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324', 'Idempotency-Key', { minLength: 36, format: 'uuid' })).toBe('8e03978e-40d5-43e8-bc93-6894a57f9324');
+    expect(() => parseIdempotencyKey('8e03978e-40d5-43e8-bc93-6894a57f9324', 'Idempotency-Key', { minLength: 37, format: 'uuid' })).toThrow(/shorter than 37/);
+  });
+
+  const UUID = '8e03978e-40d5-43e8-bc93-6894a57f9324';
+  const ULID = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+  // Each holds a valid id whole, so only the anchors refuse them: text before, text after, both.
+  it.each([
+    ['uuid', `x${UUID}`],
+    ['uuid', `0${UUID}`],
+    ['uuid', `${UUID}x`],
+    ['uuid', `${UUID}0`],
+    ['uuid', `order-${UUID}-retry`],
+    ['uuid', `"${UUID} "`],
+    ['ulid', `x${ULID}`],
+    ['ulid', `7${ULID}`],
+    ['ulid', `${ULID}x`],
+    ['ulid', `${ULID}0`],
+    ['ulid', `order-${ULID}-retry`],
+  ] as const)('format %s refuses text around a valid id: %j (issue 26, item 23)', (format, value) => {
+    expect(() => parseIdempotencyKey(value, 'Idempotency-Key', { format })).toThrow(format === 'uuid' ? /must be a UUID/ : /must be a ULID/);
   });
 
   it('names the header and carries a problem body with a stable type', () => {
