@@ -12,8 +12,16 @@ import { isTransactionalStore } from './store.js';
  * What `transactional` may be for a store: `false` for a store without transactions (so that
  * `transactional: true` with a Redis or memory store is a type error, not only a start-up one),
  * any boolean for a SQL store or a store whose type is not known more precisely.
+ *
+ * The object type beside `false` can hold no value: it is there so that the compiler's error for
+ * `transactional: true` quotes what the start-up error says, rather than "Type 'true' is not
+ * assignable to type 'undefined'".
  */
-export type TransactionalFlag<Store> = IdempotencyStore extends Store ? boolean : Store extends TransactionalStore ? boolean : false;
+export type TransactionalFlag<Store> = IdempotencyStore extends Store
+  ? boolean
+  : Store extends TransactionalStore
+    ? boolean
+    : false | { readonly 'transactional: the store has no transactions; use a SQL store (postgresStore, mysqlStore or sqliteStore)': never };
 
 /**
  * Options shared by every adapter; `Req` is the adapter's native request type. `Store` and
@@ -264,7 +272,7 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
   );
   const transactional = read.boolean('transactional', { default: false });
   if (transactional && !isTransactionalStore(store)) {
-    read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store`);
+    read.fail('transactional', `the store "${store.name}" has no transactions; use a SQL store (postgresStore, mysqlStore or sqliteStore)`);
   }
   // A store that can tell now that its transactions would fail (SQLite on an in-memory database) says so at mount.
   if (transactional) (store as TransactionalStore).checkTransactions?.();
