@@ -112,6 +112,43 @@ describe('fingerprint', () => {
     }
   });
 
+  it('hashes JSON that is not UTF-8 as its raw bytes: two bodies differing only in invalid bytes are two requests (issue 26, item 24)', () => {
+    // A lenient decoder turns both 0xff and 0xfe into U+FFFD: the two would parse to one value and share a fingerprint.
+    const invalid = (byte: number) => new Uint8Array([...enc('{"amount":1,"note":"'), byte, ...enc('"}')]);
+    const print = (body: Uint8Array, fields?: string[]) => fingerprint({ method: 'POST', path: '/charges', contentType: 'application/json', body }, { fields });
+    expect(print(invalid(0xff))).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(print(invalid(0xff))).not.toBe(print(invalid(0xfe)));
+    expect(print(invalid(0xff))).toBe(print(invalid(0xff)));
+    // Nor the valid replacement character itself, which a lenient decoder would make of either.
+    expect(print(invalid(0xff))).not.toBe(fp('{"amount":1,"note":"\ufffd"}'));
+    // Raw bytes: whitespace counts, as for any body that is not UTF-8 JSON.
+    expect(print(invalid(0xff))).not.toBe(print(new Uint8Array([...enc('{ "amount":1,"note":"'), 0xff, ...enc('"}')])));
+    // With fingerprintFields too: the invalid bytes sit in a field that is not chosen, and still count.
+    expect(print(invalid(0xff), ['amount'])).not.toBe(print(invalid(0xfe), ['amount']));
+    // An adapter that parsed the body leniently (Express's json parser makes U+FFFD of bad bytes)
+    // hands over bytes and value: the bytes decide, the value must not stand in for them.
+    const withParsed = (body: Uint8Array, fields?: string[]) =>
+      fingerprint({ method: 'POST', path: '/charges', contentType: 'application/json', body, parsedJson: { value: JSON.parse(new TextDecoder().decode(body)) as unknown } }, { fields });
+    expect(withParsed(invalid(0xff))).not.toBe(withParsed(invalid(0xfe)));
+    expect(withParsed(invalid(0xff))).toBe(print(invalid(0xff)));
+    expect(withParsed(invalid(0xff), ['amount'])).not.toBe(withParsed(invalid(0xfe), ['amount']));
+    expect(withParsed(invalid(0xff), ['amount'])).toBe(print(invalid(0xff), ['amount']));
+  });
+
+  it('selected fields are one set: the order they are listed in does not matter (issue 26, item 24)', () => {
+    const body = '{"amount":1,"customer":{"id":"c1"},"currency":"eur"}';
+    const prints = [
+      ['amount', 'currency', 'customer.id'],
+      ['customer.id', 'amount', 'currency'],
+      ['currency', 'customer.id', 'amount'],
+    ].map((fields) => fp(body, {}, fields));
+    expect(new Set(prints).size).toBe(1);
+    expect(parsed(JSON.parse(body), 'application/json', ['currency', 'amount'])).toBe(parsed(JSON.parse(body), 'application/json', ['amount', 'currency']));
+    expect(parsed(JSON.parse(body), 'application/json', ['currency', 'amount'])).toBe(fp(body, {}, ['amount', 'currency']));
+    // Still the values that count: another value in a listed field is another request.
+    expect(fp(body, {}, ['currency', 'amount'])).not.toBe(fp('{"amount":1,"currency":"usd"}', {}, ['amount', 'currency']));
+  });
+
   it('hashes JSON with a lone surrogate canonically, each surrogate apart', () => {
     expect(fp('{"a":"\\ud800"}')).toMatch(/^v2:[0-9a-f]{64}$/);
     expect(fp('{"a":"\\ud800"}')).toBe(fp('{ "a" : "\\uD800" }'));
