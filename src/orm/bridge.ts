@@ -7,6 +7,7 @@
  */
 import { TransactionEndedError } from '../core/errors.js';
 import type { IdempotencyStore, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../core/store.js';
+import { outerWrapperOf } from '../core/store-wrapper.js';
 import type { JoinDialect, StatementRunner, TransactionJoin } from '../stores/joined-transaction.js';
 import { joinOf } from '../stores/joined-transaction.js';
 
@@ -41,6 +42,10 @@ class RollbackRequested extends Error {
 
 /** The store, with its transactions opened by the ORM. */
 export function ormTransactions<Store extends IdempotencyStore, Tx>(store: Store, orm: OrmTransactions<Tx>, caller: string): OrmTransactionalStore<Store, Tx> {
+  // An instrumented store (`instrumentStore`) stays outermost: the bridge goes beneath it, so its
+  // transactions are traced as with `instrumentStore(knexTransactions(store, knex))`.
+  const outer = outerWrapperOf(store);
+  if (outer !== undefined) return outer.rewrap(ormTransactions(outer.inner, orm, caller)) as unknown as OrmTransactionalStore<Store, Tx>;
   const join = joinOf(store, 'store', caller);
   const beginTransaction = () => begin(join, orm);
   // A proxy, not a copy: getters (the admin), symbols and everything added to the store later stay the store's.

@@ -7,14 +7,17 @@
  * idemkit does, so an application without OpenTelemetry never loads it. With the API installed but
  * no SDK registered, every tracer and meter is the API's no-op one.
  */
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Attributes, Counter, Histogram, Meter, Span, Tracer } from '@opentelemetry/api';
 import { context, metrics, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { CompleteEvent, IdempotencyEvents, LeaseLostEvent } from '../core/events.js';
-import { EVENT_NAMES } from '../core/events.js';
+import { EVENT_NAMES, redactedKey } from '../core/events.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
 import type { IdempotencyStore, StoreTransaction } from '../core/store.js';
+import type { OuterWrapper } from '../core/store-wrapper.js';
+import { OUTER_WRAPPER } from '../core/store-wrapper.js';
 
 /** The instrumentation scope's name: tracers and meters are `idemkit` at the package's version. */
 export const INSTRUMENTATION_NAME = 'idemkit';
@@ -57,6 +60,46 @@ export const TELEMETRY_NAMES = {
 } as const;
 
 // ---------------------------------------------------------------------------------------------
+// Scopes and keys on spans: hashes unless asked otherwise
+
+/**
+ * Hashes of scopes already seen. Scopes are tenants, few and repeated on every span, so a hash is
+ * computed once per tenant, not once per store call; bounded, since a scope comes from a request.
+ */
+const scopeHashes = new Map<string, string>();
+const SCOPE_HASHES_MAX = 10_000;
+
+/**
+ * What `idemkit.scope` says of a scope: `sha256:` + 32 hex of it (stable, so spans still group by
+ * tenant), or the scope as it is when asked. The scope is stored and shown to operators, and
+ * should be a tenant id; a hook that returns a credential anyway must not put it in every trace.
+ */
+function scopeValue(scope: string, raw: boolean): string {
+  if (raw) return scope;
+  let hash = scopeHashes.get(scope);
+  if (hash === undefined) {
+    hash = `sha256:${createHash('sha256').update(scope).digest('hex').slice(0, 32)}`;
+    if (scopeHashes.size >= SCOPE_HASHES_MAX) scopeHashes.clear();
+    scopeHashes.set(scope, hash);
+  }
+  return hash;
+}
+
+/** What the adapter's `redactKeys` makes of a key: `sha256:` + 32 hex. */
+const REDACTED_KEY = /^sha256:[0-9a-f]{32}$/;
+
+/**
+ * What `idemkit.key` says of a request's key: always its hash of scope and key, `redactedKey`
+ * (the value the adapter's events and logs carry with `redactKeys`, so a span, an event and a log
+ * line of one request match). An event's key is already that hash under `redactKeys`: it is kept,
+ * not hashed twice. (A client key that merely looks like one, with `redactKeys` off, is kept too:
+ * it is then 32 hex digits the client chose, which tell nothing a hash would hide.)
+ */
+function keyValue(scope: string, key: string): string {
+  return REDACTED_KEY.test(key) ? key : redactedKey(scope, key);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Store spans and latency
 
 export interface InstrumentStoreOptions {
@@ -65,11 +108,21 @@ export interface InstrumentStoreOptions {
   /** @default metrics.getMeter('idemkit', version) */
   readonly meter?: Meter;
   /**
-   * Put the Idempotency-Key on each span as `idemkit.key`. Keys can be guessable or carry data a
-   * client put there; off, spans name the scope only.
+   * Put the request's key on each span as `idemkit.key`: never the key itself, but its hash of
+   * scope and key (`sha256:` + 32 hex, `redactedKey(scope, key)` from `idemkit`), the value the
+   * adapter's events carry with `redactKeys`, so store spans, request spans and logs correlate.
+   * Off, spans carry no key.
    * @default false
    */
   readonly recordKeys?: boolean;
+  /**
+   * Put the scope on each span (`idemkit.scope`) as it is. Off, `idemkit.scope` is a stable hash
+   * of it (`sha256:` + 32 hex): one value per tenant, never the scope's text. Turn it on only when
+   * your `scope` hook answers a tenant id your trace backend may hold, never anything derived from
+   * a credential.
+   * @default false
+   */
+  readonly rawScope?: boolean;
 }
 
 /** `db.system.name` (OpenTelemetry database semantic conventions) of the built-in stores. */
@@ -101,6 +154,7 @@ interface StoreInstruments {
   readonly tracer: Tracer;
   readonly duration: Histogram;
   readonly recordKeys: boolean;
+  readonly rawScope: boolean;
   /** Attributes every span and point of this store carries. */
   readonly base: Attributes;
 }
@@ -136,8 +190,8 @@ function traced<A extends unknown[], R>(
     if (transaction) attributes['idemkit.store.transaction'] = true;
     const ref = args[0];
     if (isRef(ref)) {
-      attributes['idemkit.scope'] = ref.scope;
-      if (instruments.recordKeys) attributes['idemkit.key'] = ref.key;
+      attributes['idemkit.scope'] = scopeValue(ref.scope, instruments.rawScope);
+      if (instruments.recordKeys) attributes['idemkit.key'] = redactedKey(ref.scope, ref.key);
     }
     const span = instruments.tracer.startSpan(`idemkit.store.${operation}`, { kind: SpanKind.CLIENT, attributes });
     const started = performance.now();
@@ -182,10 +236,18 @@ function traced<A extends unknown[], R>(
 }
 
 /** A proxy over `target` whose listed methods are traced; everything else is forwarded as it is. */
-function wrap<T extends object>(target: T, operations: Readonly<Record<string, string>>, transaction: boolean, instruments: StoreInstruments, after?: (name: string, method: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown): T {
+function wrap<T extends object>(
+  target: T,
+  operations: Readonly<Record<string, string>>,
+  transaction: boolean,
+  instruments: StoreInstruments,
+  after?: (name: string, method: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown,
+  outer?: OuterWrapper,
+): T {
   const cache = new Map<PropertyKey, unknown>();
   return new Proxy(target, {
     get(object, property) {
+      if (property === OUTER_WRAPPER && outer !== undefined) return outer;
       const value = Reflect.get(object, property, object) as unknown;
       if (typeof value !== 'function') return value;
       const known = cache.get(property);
@@ -215,6 +277,11 @@ function wrap<T extends object>(target: T, operations: Readonly<Record<string, s
  * Everything else the store has is forwarded: `beginTransaction` (its transaction's complete,
  * checkpoint, commit and rollback get spans too), `listAbandoned`, `verify`, `migrate`, `close`, …
  * so `transactional: true` and the completer work as with the store itself.
+ *
+ * `idemkit.scope` is a hash of the scope unless `rawScope`; the key is on spans only with
+ * `recordKeys`, and then as its hash. An ORM bridge may wrap the instrumented store or be wrapped
+ * by it (`knexTransactions(instrumentStore(store), knex)` or `instrumentStore(knexTransactions(store,
+ * knex))`): either way the ORM's transactions get their spans.
  */
 export function instrumentStore<S extends IdempotencyStore>(store: S, options: InstrumentStoreOptions = {}): S {
   if (!store || typeof store.claim !== 'function') throw new InvalidOptionError('store', 'instrumentStore() expected an IdempotencyStore');
@@ -222,27 +289,37 @@ export function instrumentStore<S extends IdempotencyStore>(store: S, options: I
   const tracer = read.driver('tracer', ['startSpan'], 'an OpenTelemetry Tracer', { optional: true }) ?? defaultTracer();
   const meter = read.driver('meter', ['createHistogram', 'createCounter'], 'an OpenTelemetry Meter', { optional: true }) ?? defaultMeter();
   const recordKeys = read.boolean('recordKeys', { default: false });
+  const rawScope = read.boolean('rawScope', { default: false });
   read.done();
+  const duration = meter.createHistogram(TELEMETRY_NAMES.storeDuration, {
+    description: 'Duration of idemkit store operations.',
+    unit: 's',
+    advice: { explicitBucketBoundaries: [...DURATION_BUCKETS_S] },
+  });
+  return instrumented(store, { tracer, duration, recordKeys, rawScope });
+}
+
+/** `store` with spans and points from these instruments (also what an ORM bridge beneath asks for). */
+function instrumented<S extends IdempotencyStore>(store: S, shared: Omit<StoreInstruments, 'base'>): S {
   const base: Attributes = { 'idemkit.store.name': store.name };
   const system = DB_SYSTEMS[store.name];
   if (system !== undefined) base['db.system.name'] = system;
-  const instruments: StoreInstruments = {
-    tracer,
-    recordKeys,
-    base,
-    duration: meter.createHistogram(TELEMETRY_NAMES.storeDuration, {
-      description: 'Duration of idemkit store operations.',
-      unit: 's',
-      advice: { explicitBucketBoundaries: [...DURATION_BUCKETS_S] },
-    }),
-  };
-  return wrap(store, OPERATIONS, false, instruments, (name, method) => {
-    if (name !== 'beginTransaction') return method;
-    return (...args: unknown[]) => {
-      const opened = method(...args) as Promise<StoreTransaction<unknown>>;
-      return opened.then((transaction) => wrap(transaction, TX_OPERATIONS, true, instruments));
-    };
-  });
+  const instruments: StoreInstruments = { tracer: shared.tracer, duration: shared.duration, recordKeys: shared.recordKeys, rawScope: shared.rawScope, base };
+  const outer: OuterWrapper = { inner: store, rewrap: (other) => instrumented(other, shared) };
+  return wrap(
+    store,
+    OPERATIONS,
+    false,
+    instruments,
+    (name, method) => {
+      if (name !== 'beginTransaction') return method;
+      return (...args: unknown[]) => {
+        const opened = method(...args) as Promise<StoreTransaction<unknown>>;
+        return opened.then((transaction) => wrap(transaction, TX_OPERATIONS, true, instruments));
+      };
+    },
+    outer,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,14 +329,24 @@ export interface TelemetryEventsOptions {
   /** @default metrics.getMeter('idemkit', version) */
   readonly meter?: Meter;
   /**
-   * Put the key on the request span as `idemkit.key` (the events' key: a hash with the adapter's
-   * `redactKeys`). Off, the span names the scope only.
+   * Put the request's key on its span as `idemkit.key`: never the key itself, but its hash of
+   * scope and key (`sha256:` + 32 hex), the value the adapter's events carry with `redactKeys` and
+   * `instrumentStore({ recordKeys: true })` puts on store spans. Off, the span carries no key.
    * @default false
    */
   readonly recordKeys?: boolean;
   /**
-   * Add `idemkit.scope` to the counters' attributes. The scope is usually the tenant: one series
-   * per tenant and outcome, which a metrics backend may not want. Spans carry it regardless.
+   * Put the scope on the request span (`idemkit.scope`, and on counters with `scopeAttribute`) as
+   * it is. Off, it is a stable hash of the scope (`sha256:` + 32 hex): one value per tenant, never
+   * the scope's text. Turn it on only when your `scope` hook answers a tenant id your telemetry
+   * backend may hold, never anything derived from a credential.
+   * @default false
+   */
+  readonly rawScope?: boolean;
+  /**
+   * Add `idemkit.scope` (its hash unless `rawScope`) to the counters' attributes. The scope is
+   * usually the tenant: one series per tenant and outcome, which a metrics backend may not want.
+   * Spans carry it regardless.
    * @default false
    */
   readonly scopeAttribute?: boolean;
@@ -280,6 +367,7 @@ export function telemetryEvents(options: TelemetryEventsOptions = {}): Required<
   const read = optionReader('telemetryEvents()', options);
   const meter = read.driver('meter', ['createHistogram', 'createCounter'], 'an OpenTelemetry Meter', { optional: true }) ?? defaultMeter();
   const recordKeys = read.boolean('recordKeys', { default: false });
+  const rawScope = read.boolean('rawScope', { default: false });
   const scopeAttribute = read.boolean('scopeAttribute', { default: false });
   read.done();
 
@@ -295,7 +383,7 @@ export function telemetryEvents(options: TelemetryEventsOptions = {}): Required<
   });
 
   const scoped = (attributes: Attributes, scope: string | undefined): Attributes => {
-    if (scopeAttribute && scope !== undefined) attributes['idemkit.scope'] = scope;
+    if (scopeAttribute && scope !== undefined) attributes['idemkit.scope'] = scopeValue(scope, rawScope);
     return attributes;
   };
   /** Sets the outcome on the request's span (the active one) and counts it. */
@@ -304,8 +392,10 @@ export function telemetryEvents(options: TelemetryEventsOptions = {}): Required<
     const span = trace.getActiveSpan();
     if (span === undefined || !span.isRecording()) return;
     span.setAttribute('idemkit.outcome', outcome);
-    if (request.scope !== undefined) span.setAttribute('idemkit.scope', request.scope);
-    if (recordKeys && request.key !== undefined) span.setAttribute('idemkit.key', request.key);
+    if (request.scope !== undefined) {
+      span.setAttribute('idemkit.scope', scopeValue(request.scope, rawScope));
+      if (recordKeys && request.key !== undefined) span.setAttribute('idemkit.key', keyValue(request.scope, request.key));
+    }
     span.setAttributes(more);
   };
 
