@@ -5,6 +5,8 @@ import {
   KeyInFlightError,
   KeyMismatchError,
   MissingKeyError,
+  StoreFullError,
+  StoreSchemaMissingError,
   StoreUnavailableError,
 } from './errors.js';
 import type { FingerprintInput } from './fingerprint.js';
@@ -426,6 +428,9 @@ export class IdempotencyEngine<Req = unknown> {
   private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {
     this.options.onError(error);
     if (this.options.failOpen) return { kind: 'pass', failOpen: true, body };
+    // A store that knows why it cannot serve says so: full (retry later) or never migrated (retrying
+    // cannot help). Anything else is the generic 503, whose detail tells the client nothing of the store.
+    if (error instanceof StoreFullError || error instanceof StoreSchemaMissingError) return { kind: 'reject', error };
     return { kind: 'reject', error: new StoreUnavailableError(undefined, { cause: error }) };
   }
 }

@@ -61,6 +61,12 @@ export const ERROR_CODES = {
     title: 'Idempotency store unavailable',
     detail: 'The idempotency store could not be reached or did not answer in time; the request was not executed. Retry with the same key.',
   }),
+  ERR_IDEMKIT_STORE_FULL: http('StoreFullError', {
+    status: 503,
+    slug: 'store-full',
+    title: 'Idempotency store full',
+    detail: 'The idempotency store has no room for a new key without forgetting an answer it still owes; the request was not executed. Retry with the same key after Retry-After.',
+  }),
   ERR_IDEMKIT_EXECUTION_TIMEOUT: http('ExecutionTimeoutHttpError', { status: 503, slug: 'execution-timeout', title: 'The request ran past its time limit' }),
   // The Express middleware reading the request body.
   ERR_IDEMKIT_BODY_NOT_KEPT: core('BodyNotKeptError'),
@@ -73,7 +79,13 @@ export const ERROR_CODES = {
   // Stores.
   ERR_IDEMKIT_INVALID_REF: core('InvalidRecordRefError'),
   ERR_IDEMKIT_CORRUPT_RECORD: core('CorruptRecordError'),
-  ERR_IDEMKIT_STORE_SCHEMA_MISSING: core('StoreSchemaMissingError'),
+  // A request meets it too, answered 500 without Retry-After: the fault lasts until someone migrates.
+  ERR_IDEMKIT_STORE_SCHEMA_MISSING: http('StoreSchemaMissingError', {
+    status: 500,
+    slug: 'store-schema-missing',
+    title: 'Idempotency store not migrated',
+    detail: "The idempotency store's table or functions are missing, so the request was not executed. Retrying will not help until the service's operator migrates the store.",
+  }),
   ERR_IDEMKIT_STORE_INCOMPATIBLE: core('StoreIncompatibleError'),
   // idemkit/client.
   ERR_IDEMKIT_REQUEST_FAILED: client('RequestFailedError'),

@@ -162,6 +162,25 @@ export class StoreUnavailableError extends IdempotencyHttpError {
 }
 
 /**
+ * 503 (store-full): the store has no room for a new key, and making room would mean forgetting an
+ * answer still inside its window (a retry of that key would then run again), so the claim is
+ * refused. `message` names the bound that was reached, for logs; the client is told the table's
+ * fixed detail and `Retry-After` (`retryAfterMs` rounded up to whole seconds).
+ */
+export class StoreFullError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_STORE_FULL' satisfies ErrorCode;
+  /** When room may be there again, in ms (the `Retry-After` header rounds it up to whole seconds). */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, retryAfterMs = 1000) {
+    const code = StoreFullError.code;
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) } }));
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
  * @deprecated The same error as `LeaseLostError` (one class per code): this name only builds one
  * from a cause, with the client's detail as its message. `instanceof` either name holds for both.
  */
@@ -199,15 +218,18 @@ export class CorruptRecordError extends IdemkitError {
 }
 
 /**
- * `store.verify()` found the store's schema incomplete: `missing` names each table, function or
- * procedure that is not there, and the message says the command that creates them.
+ * 500 (store-schema-missing): the store's table, a column or its claim function is not there, found
+ * by `store.verify()` or by a statement the database refused for it. `missing` names each part, and
+ * the message (for logs) says the command that creates them; the client is told the table's fixed
+ * detail and no `Retry-After`: the fault lasts until someone migrates, so retrying cannot help.
  */
-export class StoreSchemaMissingError extends IdemkitError {
+export class StoreSchemaMissingError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_STORE_SCHEMA_MISSING' satisfies ErrorCode;
   readonly missing: readonly string[];
 
-  constructor(store: string, missing: readonly string[], fix: string) {
-    super(StoreSchemaMissingError.code, `${store} store: missing ${missing.join(', ')}; run ${fix}`);
+  constructor(store: string, missing: readonly string[], fix: string, options?: { cause?: unknown }) {
+    const code = StoreSchemaMissingError.code;
+    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message: `${store} store: missing ${missing.join(', ')}; run ${fix}`, cause: options?.cause }));
     this.missing = missing;
   }
 }

@@ -1,5 +1,5 @@
 import { deserialize, serialize } from 'node:v8';
-import { LeaseLostError, StoreUnavailableError } from '../core/errors.js';
+import { LeaseLostError, StoreFullError } from '../core/errors.js';
 import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
@@ -9,18 +9,27 @@ import { memoryAdmin } from './memory-admin.js';
 
 export interface MemoryStoreOptions {
   /**
-   * The most records kept. When a new key finds the store full, completed records are evicted,
-   * oldest completion first (a late retry of an evicted key runs again), then expired records are
-   * swept; only when everything left is in flight are new claims refused (503).
+   * The most records kept. When a new key finds the store full, expired records are swept, and if
+   * that makes no room the claim is refused (503 `store-full`, `StoreFullError`, whose message
+   * names this bound). A record is never dropped inside its window to make room: a retry of a
+   * completed key always replays, however full the store is.
    * @default 10_000
    */
   readonly maxRecords?: number;
   /**
+   * The most records one scope (tenant) may hold. A new key of a scope at this bound is refused
+   * as for `maxRecords` (503 `store-full`, the message naming `maxRecordsPerScope`), so one tenant
+   * flooding the store with new keys leaves room for the others. At most `maxRecords`; the default
+   * sets no quota of its own.
+   * @default maxRecords
+   */
+  readonly maxRecordsPerScope?: number;
+  /**
    * The most bytes the records may hold, counted roughly: per record a fixed overhead
    * (`MEMORY_RECORD_OVERHEAD_BYTES`), its scope, key, fingerprint and token (2 bytes per UTF-16
    * unit), its recovery point and data (their serialized size) and its response (status, headers,
-   * body). Over it, completed records are evicted oldest first, as for `maxRecords`; a claim or a
-   * checkpoint that still does not fit is refused (503), and a completion that does not fit keeps
+   * body). Over it, expired records are swept, as for `maxRecords`; a claim or a checkpoint that
+   * still does not fit is refused (503 `store-full`), and a completion that does not fit keeps
    * status and headers and marks the body omitted, as a body over `maxResponseBytes` is (the
    * handler has run: its result is never dropped, so those few bytes may pass the bound). The
    * default keeps a development process small whatever its responses weigh (10 000 records of
@@ -65,9 +74,6 @@ class MemoryRecord {
   recoveryBytes: Buffer | undefined = undefined;
   /** What the store counts for this record (see `maxBytes`). */
   bytes = 0;
-  /** Neighbours in the store's list of completed records, oldest completion first (the eviction order). */
-  older: MemoryRecord | undefined = undefined;
-  newer: MemoryRecord | undefined = undefined;
   status = 0;
   /** `name\nvalue\n…` (Node refuses CR and LF in header values), or undefined with `headerList`. */
   headerText: string | undefined = undefined;
@@ -170,17 +176,17 @@ export interface MemoryStoreStats {
   readonly completed: number;
   /**
    * Bytes held, as `maxBytes` counts them: at most `maxBytes`, except by the status and headers of
-   * results completed when only records in flight were left to make room (see `maxBytes`).
+   * results completed when nothing expired was left to make room (see `maxBytes`).
    */
   readonly bytes: number;
-  /** Completed records removed inside their window to make room, since the store was made. */
-  readonly evicted: number;
+  /** New claims and checkpoints refused for want of room (`StoreFullError`), since the store was made. */
+  readonly refused: number;
 }
 
 export interface MemoryStore extends IdempotencyStore, AbandonedRecords, AdministrableStore {
   /** Number of records held. */
   readonly size: number;
-  /** Records and bytes held, and how many completed records were evicted to make room. */
+  /** Records and bytes held, and how many claims and checkpoints were refused for want of room. */
   stats(): MemoryStoreStats;
   /** Stops the background sweeper. */
   close(): void;
@@ -188,12 +194,15 @@ export interface MemoryStore extends IdempotencyStore, AbandonedRecords, Adminis
 
 /**
  * A bounded, swept, single-process store for tests and development. Not shared between processes.
- * Bounded by records and by bytes: when full it evicts completed records (oldest completion first)
- * before it refuses anything, so one tenant filling it cannot lock every other one out.
+ * Bounded by records, by bytes and optionally per scope. When full it sweeps what has expired and
+ * otherwise refuses new keys (`StoreFullError`, 503): it never forgets an answer inside its window
+ * to admit a new claim, since a retry of that key would then run the handler a second time.
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const read = optionReader('memoryStore()', options);
   const maxRecords = read.integer('maxRecords', { default: 10_000, min: 1 });
+  const maxRecordsPerScope = read.integer('maxRecordsPerScope', { default: maxRecords, min: 1 });
+  if (maxRecordsPerScope > maxRecords) read.fail('maxRecordsPerScope', `expected at most \`maxRecords\` (${maxRecords}); got ${maxRecordsPerScope}`);
   const sweepIntervalMs = read.duration('sweepIntervalMs', { default: 60_000 });
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   const maxBytes = read.integer('maxBytes', { default: DEFAULT_MEMORY_MAX_BYTES, min: 1 });
@@ -204,18 +213,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   read.done();
   // Scope, then key: no joined string to build on each operation, nor to keep per record.
   const scopes = new Map<string, Map<string, MemoryRecord>>();
-  // Completed records in the order they completed (the eviction order), as a list threaded through
-  // the records: O(1) to append, unlink and take the oldest. (A Set's iteration from the start
-  // walks over the holes its deletions leave until it rehashes: that made each eviction O(n).)
-  let oldest: MemoryRecord | undefined;
-  let newest: MemoryRecord | undefined;
   let completed = 0;
   let size = 0;
   let bytes = 0;
-  let completedBytes = 0;
-  let evicted = 0;
+  let refused = 0;
+  // No record can be expired before this time (a lower bound of `expiryOf` over the records): a
+  // store full of live records then refuses a claim without walking them all. Lowered whenever a
+  // record's expiry may move earlier (a new record, a completion, a lease given back); set exactly
+  // by every full sweep.
+  let nextExpiry = Infinity;
   const find = (ref: RecordRef) => scopes.get(ref.scope)?.get(ref.key);
-  const isExpired = (r: MemoryRecord, t: number) => r.expiresAt <= t && (r.state === 'completed' || r.leaseUntil <= t);
+  // A record in flight lives as long as its lease even past its window (its owner may still complete).
+  const expiryOf = (r: MemoryRecord) => (r.state === 'completed' ? r.expiresAt : Math.max(r.expiresAt, r.leaseUntil));
+  const isExpired = (r: MemoryRecord, t: number) => expiryOf(r) <= t;
+  const mayExpireFrom = (r: MemoryRecord) => {
+    nextExpiry = Math.min(nextExpiry, expiryOf(r));
+  };
 
   function insert(r: MemoryRecord): void {
     let keys = scopes.get(r.scope);
@@ -223,6 +236,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     keys.set(r.key, r);
     size++;
     bytes += r.bytes;
+    mayExpireFrom(r);
   }
 
   function remove(r: MemoryRecord): void {
@@ -232,28 +246,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (keys.size === 0) scopes.delete(r.scope);
     size--;
     bytes -= r.bytes;
-    if (r.state === 'completed') unlinkCompleted(r);
-  }
-
-  /** Appends a record that just completed (and was counted) to the completed list. */
-  function appendCompleted(r: MemoryRecord): void {
-    r.older = newest;
-    r.newer = undefined;
-    if (newest === undefined) oldest = r;
-    else newest.newer = r;
-    newest = r;
-    completed++;
-    completedBytes += r.bytes;
-  }
-
-  function unlinkCompleted(r: MemoryRecord): void {
-    if (r.older === undefined) oldest = r.newer;
-    else r.older.newer = r.newer;
-    if (r.newer === undefined) newest = r.older;
-    else r.newer.older = r.older;
-    r.older = r.newer = undefined;
-    completed--;
-    completedBytes -= r.bytes;
+    if (r.state === 'completed') completed--;
   }
 
   function* all(): Generator<MemoryRecord> {
@@ -264,43 +257,62 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   function sweep(limit = Infinity, keep?: MemoryRecord): number {
     const t = now();
     let removed = 0;
+    let earliest = Infinity;
     for (const r of all()) {
-      if (removed >= limit) break;
+      if (removed >= limit) return removed; // a partial pass: `nextExpiry` stays a lower bound
       if (r !== keep && isExpired(r, t)) {
         remove(r);
         removed++;
+      } else {
+        earliest = Math.min(earliest, expiryOf(r));
       }
     }
+    nextExpiry = earliest;
     return removed;
   }
 
-  const fits = (records: number, more: number, without = 0, withoutBytes = 0) =>
-    size - without + records <= maxRecords && bytes - withoutBytes + more <= maxBytes;
+  /** Sweeps when a record may have expired since the last sweep; otherwise there is nothing to gain. */
+  function sweepIfDue(keep?: MemoryRecord): void {
+    if (now() >= nextExpiry) sweep(Infinity, keep);
+  }
+
+  const fits = (records: number, more: number) => size + records <= maxRecords && bytes + more <= maxBytes;
 
   /**
-   * Makes room for `records` more records and `more` more bytes. What is safe to lose goes first:
-   * completed records, oldest completion first (a late retry of one runs again, see
-   * docs/semantics.md), and expired records (swept only when evicting every completed one would
-   * not be enough). Records in flight are never touched, so when they alone fill the store this
-   * answers false and evicts nothing.
+   * Makes room for `records` more records and `more` more bytes by sweeping expired records, and
+   * nothing else: a completed record inside its window is an answer a retry is owed, and a record
+   * in flight belongs to a running handler. False when that is not enough.
    */
   function makeRoom(records: number, more: number, keep?: MemoryRecord): boolean {
     if (fits(records, more)) return true;
-    if (!fits(records, more, completed, completedBytes)) {
-      sweep(Infinity, keep);
-      if (!fits(records, more, completed, completedBytes)) return false;
-    }
-    const t = now();
-    while (oldest !== undefined && !fits(records, more)) {
-      if (!isExpired(oldest, t)) evicted++;
-      remove(oldest);
-    }
-    return true;
+    sweepIfDue(keep);
+    return fits(records, more);
   }
 
-  function full(what: string): StoreUnavailableError {
-    const limit = size >= maxRecords ? `maxRecords = ${maxRecords}` : `maxBytes = ${maxBytes}`;
-    return new StoreUnavailableError(`memory store is full of requests in flight (${limit}): ${what}`);
+  /**
+   * The refusal, naming the bound reached (the message is the same for every refusal of that bound,
+   * so the logger's rate limit folds them into one line). Retry-After: when the earliest record
+   * ends, within 1 s to 60 s (a release, or a shorter window, may make room sooner).
+   */
+  function full(bound: string, what: string): StoreFullError {
+    refused++;
+    const retryAfterMs = Math.min(60_000, Math.max(1000, nextExpiry - now()));
+    return new StoreFullError(
+      `memory store is full (${bound}): ${what}; it never forgets an answer inside its window to make room, so a new key waits until a record's window ends or a claim is released (raise the bound, or use a shared store)`,
+      retryAfterMs,
+    );
+  }
+  const boundReached = () => (size + 1 > maxRecords ? `maxRecords = ${maxRecords}` : `maxBytes = ${maxBytes}`);
+
+  /** Room for a new record in its scope and in the store, sweeping first when something may have expired. */
+  function admit(fresh: MemoryRecord): StoreFullError | undefined {
+    const inScope = () => scopes.get(fresh.scope)?.size ?? 0;
+    if (inScope() >= maxRecordsPerScope) {
+      sweepIfDue();
+      if (inScope() >= maxRecordsPerScope) return full(`maxRecordsPerScope = ${maxRecordsPerScope}`, 'a new key of a scope at its quota is refused');
+    }
+    if (!makeRoom(1, fresh.bytes)) return full(boundReached(), 'a new key is refused');
+    return undefined;
   }
 
   function owned(ref: RecordRef, token: string): MemoryRecord {
@@ -319,7 +331,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return size;
     },
     stats() {
-      return { records: size, inFlight: size - completed, completed, bytes, evicted };
+      return { records: size, inFlight: size - completed, completed, bytes, refused };
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
       checkRecordRef(ref);
@@ -340,7 +352,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const token = newOwnerToken();
       const fresh = new MemoryRecord(ref.scope, ref.key, fingerprint, token, t + o.leaseMs, t + o.windowMs, t, t);
       fresh.bytes = inFlightBytes(fresh);
-      if (!makeRoom(1, fresh.bytes)) throw full('new keys are refused until one completes or its lease and window end');
+      const refusal = admit(fresh);
+      if (refusal !== undefined) throw refusal;
       insert(fresh);
       return { kind: 'acquired', token, takeover: false };
     },
@@ -351,6 +364,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const t = now();
       r.leaseUntil = t + leaseMs;
       r.updatedAt = t;
+      mayExpireFrom(r); // a lease given back (0 ms) may end the record sooner
       return true;
     },
     async checkpoint(ref, token, point, data) {
@@ -363,7 +377,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (n > r.bytes && !makeRoom(0, n - r.bytes, r)) {
         r.recoveryPoint = before.point;
         r.recoveryBytes = before.data;
-        throw full('the checkpoint was not kept');
+        throw full(`maxBytes = ${maxBytes}`, 'the checkpoint was not kept (the earlier one stays)');
       }
       bytes += n - r.bytes;
       r.bytes = n;
@@ -374,8 +388,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const r = owned(ref, token);
       let fitted = fitResponse(response, maxResponseBytes);
       let more = responseBytes(fitted);
-      // The handler has run: its result is never refused. When even evicting cannot make room
-      // for the body, the record keeps status and headers and says the body was omitted.
+      // The handler has run: its result is never refused. When sweeping cannot make room for the
+      // body, the record keeps status and headers and says the body was omitted.
       if (!makeRoom(0, more, r) && fitted.body !== null) {
         fitted = { status: fitted.status, headers: fitted.headers, body: null, bodyOmitted: true };
         more = responseBytes(fitted);
@@ -385,7 +399,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       r.updatedAt = now();
       bytes += more;
       r.bytes += more;
-      appendCompleted(r);
+      completed++;
+      mayExpireFrom(r); // completed, it ends with its window, which may be before its lease
     },
     async release(ref, token) {
       checkRecordRef(ref);

@@ -37,6 +37,7 @@ import {
   PROBLEM_BASE,
   problemFor,
   RequestAbortedError,
+  StoreFullError,
   StoreUnavailableError,
   StoreUnavailableHttpError,
   TransactionalModeError,
@@ -66,6 +67,7 @@ const samples = {
   ERR_IDEMKIT_KEY_MISMATCH: () => new KeyMismatchError(),
   ERR_IDEMKIT_LEASE_LOST: () => new LeaseLostError(),
   ERR_IDEMKIT_STORE_UNAVAILABLE: () => new StoreUnavailableError('postgres store: connection refused', { cause: new Error('ECONNREFUSED') }),
+  ERR_IDEMKIT_STORE_FULL: () => new StoreFullError('memory store is full (maxRecords = 3): a new key is refused', 2500),
   ERR_IDEMKIT_EXECUTION_TIMEOUT: () => new ExecutionTimeoutHttpError(5000, 'nothing'),
   ERR_IDEMKIT_BODY_NOT_KEPT: () => new BodyNotKeptError('read before'),
   ERR_IDEMKIT_REQUEST_ABORTED: () => new RequestAbortedError('aborted'),
@@ -210,6 +212,18 @@ describe('the error table', () => {
     expect(lost).toMatchObject({ code: LeaseLostError.code, status: 409, cause, message: ERROR_CODES.ERR_IDEMKIT_LEASE_LOST.http.detail });
     expect(new LeaseLostError()).not.toBeInstanceOf(StoreUnavailableHttpError);
     expect(new StoreUnavailableError('x')).not.toBeInstanceOf(LeaseLostHttpError);
+  });
+
+  it('store-full says when to retry; store-schema-missing says not to (no Retry-After): neither tells the client the store’s message', () => {
+    const full = samples.ERR_IDEMKIT_STORE_FULL();
+    expect(full).toMatchObject({ status: 503, slug: 'store-full', retryAfterMs: 2500, headers: { 'retry-after': '3' } });
+    expect(full.message).toMatch(/maxRecords = 3/);
+    expect(problemFor(full)?.detail).not.toMatch(/maxRecords/);
+    const missing = samples.ERR_IDEMKIT_STORE_SCHEMA_MISSING();
+    expect(missing).toMatchObject({ status: 500, slug: 'store-schema-missing', headers: {}, missing: ['table public.t'] });
+    expect(missing.message).toBe('postgres store: missing table public.t; run `await store.migrate()`');
+    expect(problemFor(missing)?.type).toBe('urn:idemkit:problem:store-schema-missing');
+    expect(problemFor(missing)?.detail).not.toMatch(/public\.t|migrate\(\)/);
   });
 
   it('every error class the entry points export is in the table, a base, or an old name of one', () => {

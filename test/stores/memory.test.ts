@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/store.js';
-import { InvalidOptionError, StoreUnavailableError } from '../../src/core/errors.js';
+import { InvalidOptionError, StoreFullError } from '../../src/core/errors.js';
 import type { MemoryStore } from '../../src/stores/memory.js';
 import { DEFAULT_MEMORY_MAX_BYTES, memoryStore } from '../../src/stores/memory.js';
 import { describeStoreContract } from './contract.js';
@@ -19,7 +19,7 @@ describe('memoryStore', () => {
     const clock = manualClock();
     const store = memoryStore({ maxRecords: 3, clock: clock.now, sweepIntervalMs: 0 });
     for (const key of ['a', 'b', 'c']) expect((await store.claim({ scope: '', key }, 'fp', opts)).kind).toBe('acquired');
-    await expect(store.claim({ scope: '', key: 'd' }, 'fp', opts)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(store.claim({ scope: '', key: 'd' }, 'fp', opts)).rejects.toBeInstanceOf(StoreFullError);
     await clock.advance(6000);
     expect((await store.claim({ scope: '', key: 'd' }, 'fp', opts)).kind).toBe('acquired');
     expect(store.size).toBe(1);
@@ -84,12 +84,14 @@ describe('memoryStore', () => {
     expect(() => memoryStore({ maxBytes: 1.5 })).toThrow(/maxBytes/);
     // A body the store accepts must fit in it.
     expect(() => memoryStore({ maxBytes: 1000, maxResponseBytes: 1001 })).toThrow(/maxBytes.*maxResponseBytes/);
-    expect(memoryStore({ sweepIntervalMs: 0 }).stats()).toEqual({ records: 0, inFlight: 0, completed: 0, bytes: 0, evicted: 0 });
+    expect(() => memoryStore({ maxRecordsPerScope: 0 })).toThrow(/maxRecordsPerScope/);
+    expect(() => memoryStore({ maxRecords: 10, maxRecordsPerScope: 11 })).toThrow(/`maxRecordsPerScope`.*at most `maxRecords` \(10\)/);
+    expect(memoryStore({ sweepIntervalMs: 0 }).stats()).toEqual({ records: 0, inFlight: 0, completed: 0, bytes: 0, refused: 0 });
     expect(DEFAULT_MEMORY_MAX_BYTES).toBe(64 * 1024 * 1024);
   });
 });
 
-describe('memoryStore bounds: bytes as well as records, evicting what is safe before refusing', () => {
+describe('memoryStore bounds: bytes as well as records, never forgetting an answer inside its window', () => {
   const opts = { leaseMs: 1000, windowMs: 60_000 };
   const body = (bytes: number, fill = 0x61): StoredResponse => ({
     status: 201,
@@ -119,61 +121,106 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
     return { kept, bytes };
   }
 
-  it('holds the bytes it keeps to maxBytes: 40 responses of 10 KiB in 128 KiB keep only the newest that fit', async () => {
+  /** Claims a new key, expecting the store to refuse it for want of room; the refusal. */
+  async function refusedClaim(store: MemoryStore, scope: string, key: string): Promise<StoreFullError> {
+    const error = await store.claim({ scope, key }, 'fp', opts).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreFullError);
+    return error as StoreFullError;
+  }
+
+  it('past maxBytes refuses new keys (store-full) and still replays every answer it holds: 40 responses of 10 KiB in 128 KiB', async () => {
     const maxBytes = 128 * 1024;
     const store = memoryStore({ maxBytes, maxResponseBytes: 16 * 1024, sweepIntervalMs: 0, clock: manualClock().now });
     const keys = Array.from({ length: 40 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+    const completed: string[] = [];
+    let refusal: StoreFullError | undefined;
     for (const key of keys) {
-      await completeNew(store, 'tenant-a', key, body(10 * 1024));
-      expect(store.stats().bytes).toBeLessThanOrEqual(maxBytes);
+      try {
+        await completeNew(store, 'tenant-a', key, body(10 * 1024));
+        completed.push(key);
+      } catch (error) {
+        refusal = error as StoreFullError;
+        break;
+      }
     }
-    const { kept, bytes } = await keptBodies(store, 'tenant-a', keys);
-    expect(bytes).toBeLessThanOrEqual(maxBytes);
-    // The accounting counts at least the bodies it holds, and the newest records are the ones kept.
-    expect(store.stats().bytes).toBeGreaterThanOrEqual(bytes);
+    expect(refusal).toBeInstanceOf(StoreFullError);
+    expect(refusal!.message).toMatch(/maxBytes = 131072/);
+    expect(completed.length).toBeGreaterThanOrEqual(10);
+    // Every key that completed is still there: none was dropped to admit another. The first ones
+    // keep their bodies; a key claimed when its record fitted but completed when its body did not
+    // keeps status and headers with the body marked omitted (those few bytes past the bound).
+    const { kept, bytes } = await keptBodies(store, 'tenant-a', completed);
     expect(kept.length).toBeGreaterThanOrEqual(10);
-    expect(kept).toEqual(keys.slice(keys.length - kept.length));
-    expect(store.stats()).toMatchObject({ records: kept.length, completed: kept.length, inFlight: 0, evicted: keys.length - kept.length });
-    // An evicted key is new again: a late retry would run again (docs/semantics.md says so).
-    expect((await store.claim({ scope: 'tenant-a', key: keys[0]! }, 'fp', opts)).kind).toBe('acquired');
+    expect(kept).toEqual(completed.slice(0, kept.length));
+    expect(bytes).toBeLessThanOrEqual(maxBytes);
+    expect(store.stats().bytes).toBeLessThanOrEqual(maxBytes + 1024);
+    for (const key of completed) {
+      const replay = await store.claim({ scope: 'tenant-a', key }, 'fp', opts);
+      if (replay.kind !== 'completed') throw new Error(`${key}: ${replay.kind}`);
+      expect(replay.response.bodyOmitted, key).toBe(!kept.includes(key));
+    }
+    expect(store.stats()).toMatchObject({ records: completed.length, completed: completed.length, inFlight: 0, refused: 1 });
   });
 
-  it('evicts completed records in the order they completed, not the order they were claimed', async () => {
-    const store = memoryStore({ maxRecords: 3, sweepIntervalMs: 0, clock: manualClock().now });
-    const tokens = { a: await acquire(store, 't', 'a'), b: await acquire(store, 't', 'b'), c: await acquire(store, 't', 'c') };
-    for (const key of ['b', 'a', 'c'] as const) await store.complete({ scope: 't', key }, tokens[key], body(10));
-    await acquire(store, 't', 'd');
-    expect(await store.get({ scope: 't', key: 'b' })).toBeUndefined();
-    expect((await store.get({ scope: 't', key: 'a' }))?.state).toBe('completed');
-    await acquire(store, 't', 'e');
+  it('makes room by sweeping records whose window ended, and only those', async () => {
+    const clock = manualClock();
+    const store = memoryStore({ maxRecords: 3, sweepIntervalMs: 0, clock: clock.now });
+    const windowed = { leaseMs: 1000, windowMs: 5000 };
+    for (const key of ['a', 'b', 'c']) {
+      const claim = await store.claim({ scope: 't', key }, 'fp', windowed);
+      if (claim.kind !== 'acquired') throw new Error(claim.kind);
+      await store.complete({ scope: 't', key }, claim.token, body(10));
+      await clock.advance(1000);
+    }
+    // At 3 s every window is open: the fourth key is refused, and Retry-After says when `a` ends (at 5 s).
+    const refusal = await refusedClaim(store, 't', 'd');
+    expect(refusal.retryAfterMs).toBe(2000);
+    expect(refusal.headers).toEqual({ 'retry-after': '2' });
+    await clock.advance(2000); // 5 s: `a`'s window is over, `b`'s and `c`'s are not
+    expect((await store.claim({ scope: 't', key: 'd' }, 'fp', windowed)).kind).toBe('acquired');
     expect(await store.get({ scope: 't', key: 'a' })).toBeUndefined();
-    expect((await store.get({ scope: 't', key: 'c' }))?.state).toBe('completed');
-    expect(store.stats()).toMatchObject({ records: 3, evicted: 2 });
+    expect((await store.claim({ scope: 't', key: 'b' }, 'fp', windowed)).kind).toBe('completed');
+    expect((await store.claim({ scope: 't', key: 'c' }, 'fp', windowed)).kind).toBe('completed');
+    await refusedClaim(store, 't', 'e');
   });
 
-  it('lets every other tenant in when one tenant fills maxRecords with completed records', async () => {
+  it('one tenant filling maxRecords with completed records: another tenant’s retry still replays, its new key is refused', async () => {
     const store = memoryStore({ maxRecords: 50, sweepIntervalMs: 0, clock: manualClock().now });
-    for (let i = 0; i < 50; i++) await completeNew(store, 'noisy-tenant', `k${i}`, body(100));
+    await completeNew(store, 'quiet-tenant', 'charge-1', body(100));
+    for (let i = 0; i < 49; i++) await completeNew(store, 'noisy-tenant', `k${i}`, body(100));
     expect(store.size).toBe(50);
-    for (let i = 0; i < 5; i++) expect((await store.claim({ scope: `tenant-${i}`, key: 'k' }, 'fp', opts)).kind).toBe('acquired');
-    expect(store.stats()).toMatchObject({ records: 50, inFlight: 5, completed: 45, evicted: 5 });
+    const refusal = await refusedClaim(store, 'noisy-tenant', 'k49');
+    expect(refusal.message).toMatch(/maxRecords = 50/);
+    expect((await store.claim({ scope: 'quiet-tenant', key: 'charge-1' }, 'fp', opts)).kind).toBe('completed');
+    await refusedClaim(store, 'quiet-tenant', 'charge-2');
+    expect(store.stats()).toMatchObject({ records: 50, inFlight: 0, completed: 50, refused: 2 });
   });
 
-  it('never evicts a record in flight, and refuses new claims (503) once only records in flight are left', async () => {
-    const store = memoryStore({ maxRecords: 3, sweepIntervalMs: 0, clock: manualClock().now });
+  it('maxRecordsPerScope: a tenant at its quota is refused, naming the quota, while the others get in', async () => {
+    const store = memoryStore({ maxRecords: 50, maxRecordsPerScope: 10, sweepIntervalMs: 0, clock: manualClock().now });
+    for (let i = 0; i < 10; i++) await completeNew(store, 'noisy-tenant', `k${i}`, body(100));
+    const refusal = await refusedClaim(store, 'noisy-tenant', 'k10');
+    expect(refusal.message).toMatch(/maxRecordsPerScope = 10/);
+    expect(refusal.message).not.toMatch(/noisy-tenant/); // a scope may be a secret: never in a log line
+    for (let i = 0; i < 5; i++) expect((await store.claim({ scope: `tenant-${i}`, key: 'k' }, 'fp', opts)).kind).toBe('acquired');
+    expect((await store.claim({ scope: 'noisy-tenant', key: 'k0' }, 'fp', opts)).kind).toBe('completed');
+    expect(store.stats()).toMatchObject({ records: 15, inFlight: 5, completed: 10, refused: 1 });
+  });
+
+  it('never drops a record in flight or a completed one inside its window; refuses new claims (503) until a window ends', async () => {
+    const clock = manualClock();
+    const store = memoryStore({ maxRecords: 3, sweepIntervalMs: 0, clock: clock.now });
     const first = await acquire(store, 't', 'first'); // claimed before everything else, still running
-    await completeNew(store, 't', 'done-1', body(10));
-    await completeNew(store, 't', 'done-2', body(10));
     await acquire(store, 't', 'second');
     await acquire(store, 't', 'third');
-    expect(store.stats()).toMatchObject({ records: 3, inFlight: 3, completed: 0, evicted: 2 });
-    const refused = await store.claim({ scope: 'other', key: 'k' }, 'fp', opts).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(StoreUnavailableError);
-    expect((refused as Error).message).toMatch(/full of requests in flight \(maxRecords = 3\)/);
+    const refusal = await refusedClaim(store, 'other', 'k');
+    expect(refusal.message).toMatch(/memory store is full \(maxRecords = 3\)/);
     // Every request in flight still owns its record and can store its result.
     await store.complete({ scope: 't', key: 'first' }, first, body(10));
     expect((await store.claim({ scope: 't', key: 'first' }, 'fp', opts)).kind).toBe('completed');
-    // Now one record is completed: it makes room for the next new key.
+    // Completed inside its window, it is an answer still owed: no room for a new key yet.
+    await refusedClaim(store, 'other', 'k');
+    await clock.advance(opts.windowMs);
     expect((await store.claim({ scope: 'other', key: 'k' }, 'fp', opts)).kind).toBe('acquired');
     expect(await store.get({ scope: 't', key: 'first' })).toBeUndefined();
   });
@@ -191,10 +238,10 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
         refused = error;
       }
     }
-    expect(refused).toBeInstanceOf(StoreUnavailableError);
+    expect(refused).toBeInstanceOf(StoreFullError);
     expect((refused as Error).message).toMatch(/maxBytes = 8192/);
     expect(held.length).toBeGreaterThan(5);
-    expect(store.stats()).toMatchObject({ records: held.length, inFlight: held.length, evicted: 0 });
+    expect(store.stats()).toMatchObject({ records: held.length, inFlight: held.length, refused: 1 });
     expect(store.stats().bytes).toBeLessThanOrEqual(maxBytes);
     for (const { key, token } of held) expect(await store.renew({ scope: 't', key }, token, 1000)).toBe(true);
   });
@@ -204,23 +251,30 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
     const ref = { scope: 't', key: 'k' };
     const token = await acquire(store, 't', 'k');
     await store.checkpoint(ref, token, 'small', { n: 1 });
-    await expect(store.checkpoint(ref, token, 'large', { blob: 'x'.repeat(8192) })).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(store.checkpoint(ref, token, 'large', { blob: 'x'.repeat(8192) })).rejects.toBeInstanceOf(StoreFullError);
     expect(await store.get(ref)).toMatchObject({ recoveryPoint: 'small', recoveryData: { n: 1 } });
     expect(store.stats().bytes).toBeLessThanOrEqual(4096);
   });
 
-  it('evicts completed records to keep a checkpoint, and counts the checkpoint data', async () => {
-    const store = memoryStore({ maxBytes: 16 * 1024, maxResponseBytes: 8 * 1024, sweepIntervalMs: 0, clock: manualClock().now });
+  it('keeps a checkpoint by sweeping a record whose window ended, never one inside it, and counts the checkpoint data', async () => {
+    const clock = manualClock();
+    const store = memoryStore({ maxBytes: 16 * 1024, maxResponseBytes: 8 * 1024, sweepIntervalMs: 0, clock: clock.now });
     await completeNew(store, 't', 'old', body(6 * 1024));
     const ref = { scope: 't', key: 'running' };
     const token = await acquire(store, 't', 'running');
     const before = store.stats().bytes;
-    await store.checkpoint(ref, token, 'half', { blob: 'x'.repeat(12 * 1024) });
+    const data = { blob: 'x'.repeat(12 * 1024) };
+    // `old` is inside its window: its answer is owed, so the checkpoint is refused and the record stays.
+    await expect(store.checkpoint(ref, token, 'half', data)).rejects.toBeInstanceOf(StoreFullError);
+    expect((await store.get({ scope: 't', key: 'old' }))?.state).toBe('completed');
+    await clock.advance(opts.windowMs);
+    expect(await store.renew(ref, token, opts.windowMs)).toBe(true); // the running one stays live
+    await store.checkpoint(ref, token, 'half', data);
     expect(await store.get({ scope: 't', key: 'old' })).toBeUndefined();
     expect(store.stats().bytes).toBeGreaterThan(12 * 1024);
     expect(store.stats().bytes).toBeLessThanOrEqual(16 * 1024);
     expect(store.stats().bytes).not.toBe(before);
-    expect((await store.get(ref))?.recoveryData).toEqual({ blob: 'x'.repeat(12 * 1024) });
+    expect((await store.get(ref))?.recoveryData).toEqual(data);
   });
 
   it('keeps a result it has no room for as status and headers with the body omitted, never refusing the completion', async () => {
@@ -228,7 +282,7 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
     const store = memoryStore({ maxBytes, maxResponseBytes: maxBytes, sweepIntervalMs: 0, clock: manualClock().now });
     const ref = { scope: 't', key: 'big' };
     const token = await acquire(store, 't', 'big');
-    for (let i = 0; i < 5; i++) await acquire(store, 't', `other-${i}`); // in flight: cannot be evicted
+    for (let i = 0; i < 5; i++) await acquire(store, 't', `other-${i}`); // in flight: never dropped
     await store.complete(ref, token, body(maxBytes - 1024));
     const replay = await store.claim(ref, 'fp', opts);
     expect(replay).toEqual({
@@ -252,7 +306,7 @@ describe('memoryStore bounds: bytes as well as records, evicting what is safe be
     // What is left costs what the same claim costs in an empty store.
     const fresh = memoryStore({ sweepIntervalMs: 0, clock: clock.now });
     await acquire(fresh, 't', 'reused');
-    expect(store.stats()).toEqual({ ...fresh.stats(), evicted: 0 });
+    expect(store.stats()).toEqual({ ...fresh.stats(), refused: 0 });
     expect(fresh.stats()).toMatchObject({ records: 1, inFlight: 1, completed: 0 });
     // …which holds no body: the same record completed with its 4,096-byte body counts that much more.
     const completed = memoryStore({ sweepIntervalMs: 0, clock: clock.now });
