@@ -6,7 +6,9 @@ import { CorruptRecordError, IdemkitError, InvalidOptionError, InvalidRecordRefE
 import type { RecordDetails, RecordState, RecordStats, RecordSummary } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore, StoreNames } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl, scrub } from './store-url.js';
+import type { StoreUrl } from './store-url.js';
+import { printable, quoted, terminalJson, terminalText } from './terminal.js';
 
 export const STORE_COMMANDS = ['migrate', 'inspect', 'list', 'purge', 'reap', 'stats'] as const;
 export type StoreCommand = (typeof STORE_COMMANDS)[number];
@@ -122,8 +124,15 @@ const ALLOWED: Record<StoreCommand, ReadonlyArray<keyof Parsed['values']>> = {
 };
 
 /** Runs one store command; resolves to its exit code. Never throws for a store or usage problem. */
-export async function runStoreCommand(command: StoreCommand, argv: readonly string[], io: Io, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runStoreCommand(command: StoreCommand, argv: readonly string[], terminal: Io, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let opened: OpenedStore | undefined;
+  let parsedUrl: StoreUrl | undefined;
+  // Every line out is escaped for a terminal and has the URL's secrets taken out: fields were made
+  // printable where they were formatted, this catches what an error message echoes.
+  const io: Io = {
+    out: (text) => terminal.out(terminalText(scrub(text, parsedUrl))),
+    err: (text) => terminal.err(terminalText(scrub(text, parsedUrl))),
+  };
   try {
     const { values: v, positionals } = parse(command, argv);
     if (v.help) {
@@ -143,7 +152,7 @@ export async function runStoreCommand(command: StoreCommand, argv: readonly stri
     const names: StoreNames = { table: v.table, schema: v.schema, prefix: v.prefix };
     const filter = command === 'list' ? listFilter(v) : undefined;
     const limit = command === 'reap' && v.limit !== undefined ? whole('--limit', v.limit, 1) : undefined;
-    const parsedUrl = parseStoreUrl(url);
+    parsedUrl = parseStoreUrl(url);
     opened = await openStore(parsedUrl, names, { create: command === 'migrate' });
     if (command !== 'migrate') await opened.verify();
     const ref = takesKey ? { scope: v.scope!, key: positionals[0]! } : undefined;
@@ -223,7 +232,7 @@ const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 async function migrate(s: OpenedStore, io: Io, json: boolean): Promise<number> {
   const done = await s.migrate();
   if (json) {
-    io.out(JSON.stringify({ store: s.url.kind, url: s.url.shown, created: done.created, present: done.present, added: done.added }, null, 2));
+    io.out(terminalJson({ store: s.url.kind, url: s.url.shown, created: done.created, present: done.present, added: done.added }, 2));
     return EXIT.ok;
   }
   if (s.url.kind === 'redis') {
@@ -296,35 +305,35 @@ function stamp(at: number | null, now: number): string {
 async function inspect(s: OpenedStore, ref: { scope: string; key: string }, io: Io, json: boolean): Promise<number> {
   const r = await s.store.admin.inspect(ref);
   if (r === undefined) {
-    if (json) io.out(JSON.stringify(null));
-    io.err(`idemkit inspect: no record for key ${JSON.stringify(ref.key)} in scope ${JSON.stringify(ref.scope)} (${s.where})`);
+    if (json) io.out(terminalJson(null));
+    io.err(`idemkit inspect: no record for key ${quoted(ref.key)} in scope ${quoted(ref.scope)} (${s.where})`);
     return EXIT.refused;
   }
   if (json) {
-    io.out(JSON.stringify(inspectJson(r), null, 2));
+    io.out(terminalJson(inspectJson(r), 2));
     return EXIT.ok;
   }
   const lines: Array<[string, string]> = [
-    ['scope', JSON.stringify(r.scope)],
-    ['key', JSON.stringify(r.key)],
+    ['scope', quoted(r.scope)],
+    ['key', quoted(r.key)],
     ['state', r.expired ? `${r.state} (expired: claims treat it as absent; reap deletes it)` : r.state],
-    ['fingerprint', r.fingerprint],
-    ['owner', `token ${r.tokenPrefix || '(none)'}…, attempt ${r.attempt}`],
+    ['fingerprint', printable(r.fingerprint)],
+    ['owner', `token ${printable(r.tokenPrefix) || '(none)'}…, attempt ${r.attempt}`],
     ['created', stamp(r.createdAt, r.now)],
     ['updated', stamp(r.updatedAt, r.now)],
     ['lease until', `${iso(r.leaseUntil)} (${relative(r.leaseUntil, r.now, 'ended', 'ends in')})`],
     ['expires at', `${iso(r.expiresAt)} (${relative(r.expiresAt, r.now, 'window ended', 'window ends in')})`],
-    ['recovery', r.recoveryPoint === undefined ? '(no checkpoint)' : `${r.recoveryPoint}${r.recoveryData === undefined ? '' : ` ${JSON.stringify(r.recoveryData)}`}`],
+    ['recovery', r.recoveryPoint === undefined ? '(no checkpoint)' : `${printable(r.recoveryPoint)}${r.recoveryData === undefined ? '' : ` ${terminalJson(r.recoveryData)}`}`],
   ];
   const response = r.response;
   if (response) {
     lines.push(['status', String(response.status)]);
-    lines.push(['headers', response.headers.length === 0 ? '(none)' : response.headers.map(([n, v]) => `${n}: ${v}`).join('\n' + ' '.repeat(13))]);
+    lines.push(['headers', response.headers.length === 0 ? '(none)' : response.headers.map(([n, v]) => `${printable(n)}: ${printable(v)}`).join('\n' + ' '.repeat(13))]);
     if (response.body === null) lines.push(['body', 'omitted (larger than the store\u2019s maxResponseBytes when completed)']);
     else {
       const p = bodyPreview(response.body);
       const more = p.truncated ? ' …' : '';
-      lines.push(['body', p.bytes === 0 ? '0 bytes' : `${p.bytes} bytes, ${p.encoding === 'utf8' ? `text: ${p.preview}${more}` : `binary: ${p.preview}${more}`}`]);
+      lines.push(['body', p.bytes === 0 ? '0 bytes' : `${p.bytes} bytes, ${p.encoding === 'utf8' ? `text: ${printable(p.preview)}${more}` : `binary: ${p.preview}${more}`}`]);
     }
   }
   io.out(lines.map(([label, value]) => `${label.padEnd(12)} ${value}`).join('\n'));
@@ -355,7 +364,7 @@ export function summaryJson(r: RecordSummary) {
 async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: Io, json: boolean): Promise<number> {
   const records = await s.store.admin.list(filter);
   if (json) {
-    io.out(JSON.stringify({ records: records.map(summaryJson) }, null, 2));
+    io.out(terminalJson({ records: records.map(summaryJson) }, 2));
     return EXIT.ok;
   }
   if (records.length === 0) {
@@ -366,15 +375,15 @@ async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: I
   const now = Date.now();
   const rows = records.map((r) => [
     r.expired ? `${r.state}*` : r.state,
-    JSON.stringify(r.scope),
-    JSON.stringify(r.key),
+    quoted(r.scope),
+    quoted(r.key),
     r.createdAt === null ? '?' : formatDuration(Math.max(0, now - r.createdAt)),
     iso(r.leaseUntil),
     iso(r.expiresAt),
     String(r.attempt),
     r.status === undefined ? '-' : String(r.status),
     r.bodyBytes === null ? '-' : String(r.bodyBytes),
-    r.recoveryPoint ?? '-',
+    r.recoveryPoint === undefined ? '-' : printable(r.recoveryPoint),
   ]);
   const header = ['STATE', 'SCOPE', 'KEY', 'AGE', 'LEASE UNTIL', 'EXPIRES AT', 'ATTEMPT', 'STATUS', 'BODY', 'RECOVERY'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
@@ -389,7 +398,7 @@ async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: I
 // ---- purge ------------------------------------------------------------------------------------
 
 async function purge(s: OpenedStore, ref: { scope: string; key: string }, io: Io, o: { yes: boolean; force: boolean; json: boolean }): Promise<number> {
-  const what = `key ${JSON.stringify(ref.key)} in scope ${JSON.stringify(ref.scope)}`;
+  const what = `key ${quoted(ref.key)} in scope ${quoted(ref.scope)}`;
   if (!o.yes) {
     if (o.json) io.out(JSON.stringify({ outcome: 'refused', reason: 'no --yes' }));
     io.err(`idemkit purge: refusing to delete the record of ${what} without --yes (a retry of that request would then run again)`);
@@ -445,7 +454,7 @@ export function statsJson(st: RecordStats) {
 async function stats(s: OpenedStore, io: Io, json: boolean): Promise<number> {
   const st = await s.store.admin.stats();
   if (json) {
-    io.out(JSON.stringify(statsJson(st), null, 2));
+    io.out(terminalJson(statsJson(st), 2));
     return EXIT.ok;
   }
   const oldest = st.oldestInFlight;
@@ -455,7 +464,7 @@ async function stats(s: OpenedStore, io: Io, json: boolean): Promise<number> {
     ['expired', `${st.expired} (awaiting reap)`],
     [
       'oldest in flight',
-      oldest ? `key ${JSON.stringify(oldest.key)} in scope ${JSON.stringify(oldest.scope)}, lease ${relative(oldest.leaseUntil, st.now, 'ended', 'ends in')}` : '(none)',
+      oldest ? `key ${quoted(oldest.key)} in scope ${quoted(oldest.scope)}, lease ${relative(oldest.leaseUntil, st.now, 'ended', 'ends in')}` : '(none)',
     ],
     ['body bytes', String(st.bodyBytes)],
   ];

@@ -483,4 +483,135 @@ describe('idemkit store commands: errors are one line, exit code 2, never a stac
       expect(run.stderr).not.toContain('s3cret');
     });
   }
+
+  // The other credential forms the drivers read: a password= query parameter, a Redis user name
+  // with its password; shown as ***, in this process (as the executable runs it).
+  for (const [url, shown] of [
+    ['postgres://admin@127.0.0.1:1/test?password=s3cretQ&sslpassword=s3cretR', 'postgres://admin@127.0.0.1:1/test?password=***&sslpassword=***'],
+    ['mysql://admin@127.0.0.1:1/test?password=s3cretQ', 'mysql://admin@127.0.0.1:1/test?password=***'],
+    ['redis://admin:s3cretQ@127.0.0.1:1', 'redis://admin:***@127.0.0.1:1'],
+    ['redis://127.0.0.1:1?password=s3cretQ', 'redis://127.0.0.1:1?password=***'],
+  ] as const) {
+    it(`says ${shown} cannot be reached, without its password`, async () => {
+      const run = await inProcess(['stats', '--store', url]);
+      expect(run.code).toBe(2);
+      expect(oneLine(run.stderr)).toMatch(new RegExp(`^idemkit stats: cannot reach the store at ${shown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: `));
+      expect(run.stderr).not.toContain('s3cret');
+    });
+  }
+
+  it('refuses a URL with an unencoded / in its password, showing only the scheme', async () => {
+    const run = await inProcess(['stats', '--store', 'postgres://admin:s3c/retQ@127.0.0.1:1/test']);
+    expect(run.code).toBe(2);
+    expect(oneLine(run.stderr)).toMatch(/^idemkit stats: the store URL "postgres:\/\/…" is not a valid URL .*%2F/);
+    expect(run.stderr).not.toMatch(/s3c|retQ/);
+  });
+});
+
+/**
+ * Keys, scopes, recovery points, headers and bodies are chosen by clients: one that echoes
+ * `ESC]0;…BEL` (terminal title), `ESC[2K ESC[1A` (erase and move up: fake lines), OSC 52 (the
+ * clipboard) or a C1 CSI must reach the operator's terminal as text, in every human-readable
+ * output and in JSON (which stays the same value).
+ */
+const ESCAPES = '\x1b]0;pwned\x07\x1b[2K\x1b[1A\x1b]52;c;cHduZWQ=\x07\x9b2J\u202e\x7f';
+/** What a terminal acts on: C0 but the newline between lines, DEL, C1, a bidi override. */
+const RAW_CONTROL = /[^\P{Cc}\n]|\u202e/u;
+
+function hostileRecords(label: string, skip: boolean, open: () => Promise<{ args: string[]; store: IdempotencyStore; close(): Promise<void> }>) {
+  it.skipIf(skip)(`inspect, list, stats and their errors on ${label} print stored control characters escaped`, async () => {
+    const t = await open();
+    try {
+      const scope = `s-${randomBytes(3).toString('hex')}${ESCAPES}`;
+      const key = `k${ESCAPES}`;
+      const done = await t.store.claim({ scope, key }, `fp${ESCAPES}`, LIVE);
+      if (done.kind !== 'acquired') throw new Error(done.kind);
+      // A body that echoes the sequences, then fakes a line of inspect's own output.
+      const body = `echo ${ESCAPES}\nstate        completed\r`;
+      await t.store.complete({ scope, key }, done.token, { status: 200, headers: [['x-echo', `v${ESCAPES}`]], body: new TextEncoder().encode(body), bodyOmitted: false });
+      const running = await t.store.claim({ scope, key: `r${ESCAPES}` }, 'fp', LIVE);
+      if (running.kind !== 'acquired') throw new Error(running.kind);
+      await t.store.checkpoint({ scope, key: `r${ESCAPES}` }, running.token, `charged${ESCAPES}`, { note: ESCAPES });
+
+      const runs = {
+        inspect: await runCli(['inspect', key, '--scope', scope, ...t.args]),
+        inspectRunning: await inProcess(['inspect', `r${ESCAPES}`, '--scope', scope, ...t.args]),
+        list: await inProcess(['list', '--scope', scope, ...t.args]),
+        stats: await inProcess(['stats', ...t.args]),
+        missing: await inProcess(['inspect', `nope${ESCAPES}`, '--scope', scope, ...t.args]),
+      };
+      for (const [name, run] of Object.entries(runs)) {
+        expect(run.stdout, name).not.toMatch(RAW_CONTROL);
+        expect(run.stderr, name).not.toMatch(RAW_CONTROL);
+      }
+      const text = runs.inspect.stdout;
+      expect(runs.inspect.code).toBe(0);
+      expect(text).toMatch(/^key\s+"k\\u001b\]0;pwned\\u0007\\u001b\[2K\\u001b\[1A\\u001b\]52;c;cHduZWQ=\\u0007\\x9b2J\\u202e\\x7f"$/m);
+      expect(text).toContain('fingerprint  fp\\x1b]0;pwned\\x07');
+      expect(text).toContain('x-echo: v\\x1b]0;pwned\\x07');
+      // The body on one line, its newline shown as \n: no faked `state` line.
+      expect(text).toMatch(/^body\s+\d+ bytes, text: echo \\x1b\]0;pwned\\x07\\x1b\[2K\\x1b\[1A\\x1b\]52;c;cHduZWQ=\\x07\\x9b2J\\u202e\\x7f\\nstate {8}completed\\r$/m);
+      expect(text.match(/^state/gm)).toHaveLength(1);
+      expect(runs.inspectRunning.stdout).toMatch(/^recovery\s+charged\\x1b\]0;pwned\\x07.*\\x7f \{"note":"\\u001b\]0;pwned\\u0007.*\\u202e\\u007f"\}$/m);
+      expect(runs.list.stdout).toContain('"k\\u001b]0;pwned\\u0007');
+      expect(runs.list.stdout).toContain('charged\\x1b]0;pwned\\x07');
+      expect(runs.stats.stdout).toMatch(/^oldest in flight\s+key "r\\u001b\]0;pwned/m);
+      expect(runs.missing.code).toBe(1);
+      expect(runs.missing.stderr).toContain('no record for key "nope\\u001b]0;pwned\\u0007');
+      expect(runs.missing.stderr).toContain('\\x9b2J');
+
+      // JSON: no raw control character, and the same value as stored.
+      const json = await inProcess(['inspect', key, '--scope', scope, '--json', ...t.args]);
+      expect(json.stdout).not.toMatch(RAW_CONTROL);
+      const parsed = JSON.parse(json.stdout) as { key: string; scope: string; fingerprint: string; response: { headers: string[][]; body: { preview: string } } };
+      expect(parsed).toMatchObject({ key, scope, fingerprint: `fp${ESCAPES}` });
+      expect(parsed.response.headers).toEqual([['x-echo', `v${ESCAPES}`]]);
+      expect(parsed.response.body.preview).toBe(body);
+      const listed = await inProcess(['list', '--json', '--scope', scope, ...t.args]);
+      expect(listed.stdout).not.toMatch(RAW_CONTROL);
+      expect((JSON.parse(listed.stdout) as { records: Array<{ recoveryPoint: string | null }> }).records.map((r) => r.recoveryPoint)).toContain(`charged${ESCAPES}`);
+    } finally {
+      await t.close();
+    }
+  });
+}
+
+describe('idemkit store commands: stored control characters never reach the terminal raw', () => {
+  hostileRecords('SQLite', false, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-cli-'));
+    const file = join(dir, 'records.db');
+    const table = name();
+    const db = new Database(file);
+    return {
+      args: ['--store', `sqlite:${file}`, '--table', table],
+      store: sqliteStore({ database: db, table }),
+      close: async () => {
+        db.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  });
+
+  hostileRecords('PostgreSQL', !pgUp, async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    pool.on('error', () => {});
+    const table = name();
+    const store = postgresStore({ pool, table });
+    await store.migrate();
+    return {
+      args: ['--store', PG_URL, '--table', table],
+      store,
+      close: async () => {
+        await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
+        await pool.end();
+      },
+    };
+  });
+
+  it('escapes what an error message echoes (a flag value with a C1 control)', async () => {
+    const run = await inProcess(['list', '--table', 'x\x9b2Jy', '--store', 'sqlite:/nonexistent.db']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).not.toMatch(RAW_CONTROL);
+    expect(run.stderr).toMatch(/^idemkit list: --table: expected a plain SQL identifier, got "x\\x9b2Jy"$/m);
+  });
 });
