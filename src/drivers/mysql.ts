@@ -51,6 +51,8 @@ export function mysqlValue(value: unknown): MysqlValue {
 
 const ER_DUP_ENTRY = 1062;
 const ER_LOCK_DEADLOCK = 1213;
+const ER_BAD_FIELD_ERROR = 1054;
+const ER_NO_SUCH_TABLE = 1146;
 
 /** The server's error number (`error.errno`), if the error came from the server. */
 export function errno(error: unknown): number | undefined {
@@ -66,6 +68,12 @@ export function isDuplicateKey(error: unknown): boolean {
 /** ER_LOCK_DEADLOCK: this statement's transaction was the deadlock victim and was rolled back whole. */
 export function isDeadlock(error: unknown): boolean {
   return errno(error) === ER_LOCK_DEADLOCK;
+}
+
+/** ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR: the statement names a table or column that is not there (never migrated, or migrated by an earlier release). */
+export function isMissingSchema(error: unknown): boolean {
+  const n = errno(error);
+  return n === ER_NO_SUCH_TABLE || n === ER_BAD_FIELD_ERROR;
 }
 
 /** mysql2 marks errors that broke the connection (lost, reset, closed) as fatal. */

@@ -14,6 +14,8 @@ export class Connections {
   constructor(
     private readonly pool: MysqlPool,
     private readonly timeoutMs: number,
+    /** Turns the error of a failed autocommit statement into the one to throw (the store names a missing schema). */
+    private readonly explain: (what: string, error: unknown) => unknown = (_what, error) => error,
   ) {}
 
   /**
@@ -39,7 +41,7 @@ export class Connections {
       } catch (error) {
         lease.done(error);
         const retry = (isFatal(error) && attempt === 1) || (isDeadlock(error) && attempt < 3);
-        if (!retry) throw error;
+        if (!retry) throw await this.explain(what, error);
       }
     }
   }

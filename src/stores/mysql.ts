@@ -15,7 +15,7 @@ import { newOwnerToken } from '../core/token.js';
 import { checkInteger, optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
-import { isDuplicateKey } from '../drivers/mysql.js';
+import { isDuplicateKey, isMissingSchema } from '../drivers/mysql.js';
 import type { JoinableStore, StatementRunner } from './joined-transaction.js';
 import { TRANSACTION_JOIN } from './joined-transaction.js';
 import { mysqlAdmin } from './mysql-admin.js';
@@ -60,11 +60,17 @@ export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<C
   /**
    * Resolves when the table exists in the connection's database with every column this version
    * writes; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
-   * `await store.migrate()` as the fix. One round trip: call it at start-up so a missing
-   * migration fails the deploy, not every request.
+   * `await store.migrate()` (or `idemkit migrate`) as the fix. One round trip: call it at start-up
+   * so a missing migration fails the deploy, not every request. (Without it, each request answers
+   * 500 `store-schema-missing`, and the logger prints the same line once a minute.)
    */
   verify(): Promise<void>;
 }
+
+/** The fix a `StoreSchemaMissingError` names. */
+const MIGRATE_FIX = '`await store.migrate()` or `idemkit migrate` (or apply sql/mysql.sql for the default name)';
+// The `what` of the look at the schema after a failure: its own failure is not explained again.
+const SCHEMA_LOOK = 'schema look';
 
 // A lost race (duplicate insert, changed revision) costs one more round; a claim that keeps
 // losing for this many rounds reports the store as unavailable instead of spinning.
@@ -87,12 +93,44 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   const timeoutMs = opts.duration('statementTimeoutMs', { default: 10_000, min: 1 });
   opts.done();
   const sql = statements(table);
-  const db = new Connections(pool, timeoutMs);
+  const db = new Connections(pool, timeoutMs, (what, error) => failure(what, error));
 
   /** The names of the table's columns in the connection's database; empty when there is no table. */
   async function columns(what: string): Promise<Set<string>> {
     const { result } = await db.run(what, COLUMNS_PRESENT, [table]);
     return new Set((result as Array<{ name?: unknown }>).map((row) => text(row.name) ?? ''));
+  }
+
+  /** What `verify()` names: the table, or the columns a table of an earlier idemkit lacks. */
+  async function missingParts(what: string): Promise<string[]> {
+    const present = await columns(what);
+    return present.size === 0
+      ? [`table ${table} (in the connection's database)`]
+      : ADDED_COLUMNS.filter(([column]) => !present.has(column)).map(([column]) => `column ${table}.${column}`);
+  }
+
+  // One look at the schema at a time, shared by every request that failed meanwhile.
+  let looking: Promise<string[]> | undefined;
+  /**
+   * The error to throw for a statement that failed. A table or column that does not exist
+   * (ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR) is not an outage but a store nobody migrated: a retry
+   * cannot help, so the answer is `StoreSchemaMissingError` (500, no Retry-After), naming what one
+   * look at `information_schema` finds missing, with the same message every time (the logger then
+   * prints it once a minute, not once a request). Nothing found missing is the driver's error, as
+   * before. The look runs only on this failure: a migrated store pays nothing for it.
+   */
+  async function failure(what: string, error: unknown): Promise<unknown> {
+    if (!isMissingSchema(error) || what === SCHEMA_LOOK) return error;
+    looking ??= missingParts(SCHEMA_LOOK).finally(() => {
+      looking = undefined;
+    });
+    let missing: string[];
+    try {
+      missing = await looking;
+    } catch {
+      return error;
+    }
+    return missing.length > 0 ? new StoreSchemaMissingError('mysql', missing, MIGRATE_FIX, { cause: error }) : error;
   }
 
   async function read(ref: RecordRef, id: Buffer[]): Promise<Row | undefined> {
@@ -199,12 +237,8 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
       return added;
     },
     async verify() {
-      const present = await columns('verify');
-      const missing =
-        present.size === 0
-          ? [`table ${table} (in the connection's database)`]
-          : ADDED_COLUMNS.filter(([column]) => !present.has(column)).map(([column]) => `column ${table}.${column}`);
-      if (missing.length > 0) throw new StoreSchemaMissingError('mysql', missing, '`await store.migrate()` (or sql/mysql.sql for the default name)');
+      const missing = await missingParts('verify');
+      if (missing.length > 0) throw new StoreSchemaMissingError('mysql', missing, MIGRATE_FIX);
     },
     claim,
     async renew(ref, token, leaseMs) {

@@ -14,7 +14,7 @@ import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
 import { checkInteger, optionReader } from '../core/option-reader.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
-import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError } from '../drivers/postgres.js';
+import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError, sqlState } from '../drivers/postgres.js';
 import type { JoinableStore, StatementRunner } from './joined-transaction.js';
 import { TRANSACTION_JOIN } from './joined-transaction.js';
 import { postgresAdmin } from './postgres-admin.js';
@@ -64,8 +64,9 @@ export interface PostgresStore<Client extends PostgresClient = PostgresClient> e
   /**
    * Resolves when the table (with every column this version writes) and its claim function
    * exist; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
-   * `await store.migrate()` as the fix. One round trip: call it at start-up so a missing
-   * migration fails the deploy, not every request.
+   * `await store.migrate()` (or `idemkit migrate`) as the fix. One round trip: call it at start-up
+   * so a missing migration fails the deploy, not every request. (Without it, each request answers
+   * 500 `store-schema-missing`, and the logger prints the same line once a minute.)
    */
   verify(): Promise<void>;
 }
@@ -110,13 +111,41 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
   const sql = postgresStatements(names);
   const where = `"${names.schema}"."${names.table}"`;
 
-  /** Runs one statement; a driver error becomes StoreUnavailableError naming the operation. */
+  /**
+   * Runs one statement; a driver error becomes StoreUnavailableError naming the operation, or
+   * StoreSchemaMissingError when the schema is not there (see `failure`).
+   */
   async function run(db: Pick<PostgresClient, 'query'>, operation: string, text: string, values?: unknown[]) {
     try {
       return await db.query(text, values);
     } catch (error) {
-      throw unavailable(operation, where, error);
+      throw await failure(operation, error);
     }
+  }
+
+  // One look at the catalog at a time, shared by every request that failed meanwhile.
+  let looking: Promise<string[]> | undefined;
+  /**
+   * The error for a statement that failed. A table, column or function that does not exist
+   * (SQLSTATE 42P01, 42703, 42883) is not an outage but a store nobody migrated: a retry cannot
+   * help, so the answer is `StoreSchemaMissingError` (500, no Retry-After), naming what one look
+   * at the catalog finds missing, with the same message every time (the logger then prints it
+   * once a minute, not once a request). Nothing found missing (migrated meanwhile, or another
+   * function is absent) is the usual StoreUnavailableError. The look runs only on this failure:
+   * a migrated store pays nothing for it.
+   */
+  async function failure(operation: string, error: unknown): Promise<Error> {
+    if (!isMissingSchema(error) && sqlState(error) !== '42703') return unavailable(operation, where, error);
+    looking ??= missingParts().finally(() => {
+      looking = undefined;
+    });
+    let missing: string[];
+    try {
+      missing = await looking;
+    } catch {
+      return unavailable(operation, where, error);
+    }
+    return missing.length > 0 ? new StoreSchemaMissingError('postgres', missing, MIGRATE_FIX, { cause: error }) : unavailable(operation, where, error);
   }
   async function fenced(db: Pick<PostgresClient, 'query'>, operation: string, text: string, values: unknown[]) {
     const result = await run(db, operation, text, values);
@@ -148,7 +177,13 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
 
   /** What of the schema is there: the table, the claim function, the columns added since the first schema. */
   const schema = async (operation: string) => {
-    const { rows } = await run(pool, operation, SCHEMA_SQL, [where, names.schema, `${names.table}_claim`, ADDED_COLUMNS]);
+    let rows: readonly unknown[];
+    try {
+      // Not through `run`: its failure path looks here.
+      ({ rows } = await pool.query(SCHEMA_SQL, [where, names.schema, `${names.table}_claim`, ADDED_COLUMNS]));
+    } catch (error) {
+      throw unavailable(operation, where, error);
+    }
     const found = rows[0] as { has_table?: unknown; has_claim?: unknown; columns?: unknown } | undefined;
     const hasTable = found?.has_table === true;
     const columns = new Set(Array.isArray(found?.columns) ? (found.columns as unknown[]) : []);
@@ -158,6 +193,15 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       missingColumns: hasTable ? ADDED_COLUMNS.filter((column) => !columns.has(column)).map((column) => `column ${names.schema}.${names.table}.${column}`) : [],
     };
   };
+  /** What `verify()` names: the table, the columns a table of an earlier idemkit lacks, the claim function. */
+  async function missingParts(): Promise<string[]> {
+    const found = await schema('verify');
+    const missing: string[] = [];
+    if (!found.hasTable) missing.push(`table ${names.schema}.${names.table}`);
+    missing.push(...found.missingColumns);
+    if (!found.hasClaim) missing.push(`function ${names.schema}.${names.table}_claim`);
+    return missing;
+  }
   // An ORM's transaction (idemkit/kysely, …) carries the same fenced statements as `run` would.
   const through = (runner: StatementRunner): Pick<PostgresClient, 'query'> => ({
     query: async (text: string, values?: unknown[]) => ({ rows: [], rowCount: await runner(text, values ?? []) }) as PostgresQueryResult,
@@ -181,12 +225,8 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
       return before.hasTable ? before.missingColumns : [];
     },
     async verify() {
-      const found = await schema('verify');
-      const missing: string[] = [];
-      if (!found.hasTable) missing.push(`table ${names.schema}.${names.table}`);
-      missing.push(...found.missingColumns);
-      if (!found.hasClaim) missing.push(`function ${names.schema}.${names.table}_claim`);
-      if (missing.length > 0) throw new StoreSchemaMissingError('postgres', missing, '`await store.migrate()` (or sql/postgres.sql for the default names)');
+      const missing = await missingParts();
+      if (missing.length > 0) throw new StoreSchemaMissingError('postgres', missing, MIGRATE_FIX);
     },
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
       checkPostgresRef(ref);
@@ -198,7 +238,7 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
         if ((error as { code?: unknown } | null)?.code === DATA_CORRUPTED) {
           throw new RowReader(ref, where, undefined).corrupt(String((error as Error).message).replace(CORRUPT_PREFIX, ''));
         }
-        throw unavailable('claim', where, error);
+        throw await failure('claim', error);
       }
       return toClaim(new RowReader(ref, where, rows[0] as ClaimRow | undefined), token);
     },
@@ -293,6 +333,9 @@ function notAPgPool(value: object): string | undefined {
   }
   return undefined;
 }
+
+/** The fix a `StoreSchemaMissingError` names. */
+const MIGRATE_FIX = '`await store.migrate()` or `idemkit migrate` (or apply sql/postgres.sql for the default names)';
 
 const SCHEMA_SQL = `SELECT to_regclass($1) IS NOT NULL AS has_table,
   EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3) AS has_claim,

@@ -113,6 +113,50 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       await expect(store.verify()).resolves.toBeUndefined();
     });
 
+    it('an unmigrated table: every request answers 500 store-schema-missing without Retry-After, and one error line names the table and the fix', async () => {
+      const table = newTable('unmigrated');
+      const store = mysqlStore({ pool: main, table });
+      const lines: Array<{ level: string; message: string }> = [];
+      const logger = {
+        warn: (message: string) => lines.push({ level: 'warn', message }),
+        error: (message: string) => lines.push({ level: 'error', message }),
+      };
+      let executed = 0;
+      const handle = withIdempotency(() => new Response(`ok ${++executed}`, { status: 201 }), { store, logger });
+      const post = () => handle(new Request('http://local/orders', { method: 'POST', headers: { 'idempotency-key': `k-${randomUUID()}` }, body: 'x' }));
+      for (let i = 0; i < 20; i++) {
+        const response = await post();
+        expect(response.status).toBe(500);
+        expect(response.headers.get('retry-after')).toBeNull();
+        const problem = (await response.json()) as Record<string, unknown>;
+        expect(problem).toMatchObject({ type: 'urn:idemkit:problem:store-schema-missing', status: 500 });
+        expect(JSON.stringify(problem)).not.toContain(table);
+      }
+      expect(lines).toEqual([
+        {
+          level: 'error',
+          message: `idemkit: ERR_IDEMKIT_STORE_SCHEMA_MISSING: mysql store: missing table ${table} (in the connection's database); run \`await store.migrate()\` or \`idemkit migrate\` (or apply sql/mysql.sql for the default name)`,
+        },
+      ]);
+      expect(executed).toBe(0);
+      // Migrated, the same store serves at once: nothing was cached about the missing schema.
+      await store.migrate();
+      expect((await post()).status).toBe(201);
+      expect(executed).toBe(1);
+    });
+
+    it('a table without the columns this version writes: a completion fails as store-schema-missing naming them, not as an outage', async () => {
+      const table = newTable('columnless');
+      const store = mysqlStore({ pool: main, table });
+      await store.migrate();
+      const r = ref();
+      const { token } = await acquire(store, r);
+      await main.query(`ALTER TABLE \`${table}\` DROP COLUMN updated_at`);
+      const error = await store.complete(r, token, ok()).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreSchemaMissingError);
+      expect((error as StoreSchemaMissingError).missing).toEqual([`column ${table}.updated_at`]);
+    });
+
     it('upgrades a table of the previous schema in place: old rows stay readable with unknown times, new ones are stamped', async () => {
       const table = newTable('upgrade');
       // The previous release's sql/mysql.sql, on this table.

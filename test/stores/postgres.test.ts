@@ -198,7 +198,8 @@ describe.skipIf(!up)('postgres store', () => {
       it('points at migrate() when the schema is missing', async () => {
         const bare = postgresStore({ pool, table: uniqueTable() });
         const error = await bare.claim(ref(), 'fp', opts).catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(StoreUnavailableError);
+        expect(error).toBeInstanceOf(StoreSchemaMissingError);
+        expect(error).not.toBeInstanceOf(StoreUnavailableError);
         expect((error as Error).message).toMatch(/migrate\(\)/);
       });
     });
@@ -611,7 +612,7 @@ describe.skipIf(!up)('postgres store', () => {
       }
     });
 
-    it('an unmigrated table: the first failed request logs one error naming the missing function and store.migrate(); 100 more log nothing within the minute', async () => {
+    it('an unmigrated table: every request answers 500 store-schema-missing without Retry-After; one error line names what is missing and the fix; 100 more log nothing within the minute', async () => {
       vi.useFakeTimers({ toFake: ['Date'] });
       const pool = newPool({ max: 4 });
       try {
@@ -622,23 +623,59 @@ describe.skipIf(!up)('postgres store', () => {
           warn: (message: string) => lines.push({ level: 'warn', message }),
           error: (message: string) => lines.push({ level: 'error', message }),
         };
-        const handle = withIdempotency(() => new Response('ok', { status: 201 }), { store, logger });
+        let executed = 0;
+        const handle = withIdempotency(() => new Response(`ok ${++executed}`, { status: 201 }), { store, logger });
         const post = () => handle(new Request('http://local/orders', { method: 'POST', headers: { 'idempotency-key': `k-${randomUUID()}` }, body: 'x' }));
-        expect((await post()).status).toBe(503);
+        const first = await post();
+        expect(first.status).toBe(500);
+        expect(first.headers.get('retry-after')).toBeNull();
+        expect(first.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        const problem = (await first.json()) as Record<string, unknown>;
+        expect(problem).toMatchObject({ type: 'urn:idemkit:problem:store-schema-missing', status: 500 });
+        // The client learns nothing of the schema; the log says it all.
+        expect(JSON.stringify(problem)).not.toContain(table);
         expect(lines).toHaveLength(1);
         expect(lines[0]!.level).toBe('error');
-        expect(lines[0]!.message).toContain('ERR_IDEMKIT_STORE_UNAVAILABLE');
-        expect(lines[0]!.message).toContain(`${table}_claim`);
-        expect(lines[0]!.message).toContain('store.migrate()');
-        for (let i = 0; i < 100; i++) expect((await post()).status).toBe(503);
+        expect(lines[0]!.message).toBe(
+          `idemkit: ERR_IDEMKIT_STORE_SCHEMA_MISSING: postgres store: missing table public.${table}, function public.${table}_claim; run \`await store.migrate()\` or \`idemkit migrate\` (or apply sql/postgres.sql for the default names)`,
+        );
+        for (let i = 0; i < 100; i++) {
+          const response = await post();
+          expect(response.status).toBe(500);
+          expect(response.headers.get('retry-after')).toBeNull();
+        }
         expect(lines).toHaveLength(1);
         // A minute on, the same failure is logged again, with how many were left out.
         vi.setSystemTime(Date.now() + 60_000);
-        expect((await post()).status).toBe(503);
+        expect((await post()).status).toBe(500);
         expect(lines).toHaveLength(2);
         expect(lines[1]!.message).toContain('100 more like it');
+        expect(executed).toBe(0);
+        // Migrated, the same store serves at once: nothing was cached about the missing schema.
+        await store.migrate();
+        expect((await post()).status).toBe(201);
+        expect(executed).toBe(1);
       } finally {
         vi.useRealTimers();
+        await pool.end();
+      }
+    });
+
+    it('a table without the columns this version writes: a completion fails as store-schema-missing naming them, not as an outage', async () => {
+      const pool = newPool({ max: 2 });
+      const table = uniqueTable();
+      try {
+        const store = postgresStore({ pool, table });
+        await store.migrate();
+        const r = ref();
+        const claim = await store.claim(r, 'fp', opts);
+        if (claim.kind !== 'acquired') throw new Error(claim.kind);
+        await pool.query(`ALTER TABLE "public"."${table}" DROP COLUMN updated_at`);
+        const error = await store.complete(r, claim.token, ok).then(() => undefined, (e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreSchemaMissingError);
+        expect((error as StoreSchemaMissingError).missing).toEqual([`column public.${table}.updated_at`]);
+      } finally {
+        await dropTable(pool, table);
         await pool.end();
       }
     });
