@@ -76,7 +76,9 @@ export class RetryBudgetExhaustedError extends IdempotentCallError {
 
 /**
  * Thrown with `throwOnError: true` when the final response has a status >= 400. `problem` is the
- * parsed body when it is `application/problem+json`; `response` is still readable.
+ * parsed body when it is `application/problem+json`; `response` is still readable. `inProgress`
+ * is true for an in-progress 409 the client stopped polling (`maxRetryTime`): not a failure, the
+ * original request was still running; its result comes with the same key later.
  */
 export class HttpStatusError extends IdempotentCallError {
   static readonly code = 'ERR_IDEMKIT_HTTP_STATUS' satisfies ErrorCode;
@@ -84,15 +86,22 @@ export class HttpStatusError extends IdempotentCallError {
   readonly problem: Problem | undefined;
   readonly response: Response;
   readonly replayed: boolean;
+  readonly inProgress: boolean;
 
-  constructor(info: CallInfo & { readonly replayed: boolean }, response: Response, problem: Problem | undefined) {
+  constructor(info: CallInfo & { readonly replayed: boolean; readonly inProgress?: boolean }, response: Response, problem: Problem | undefined) {
     const text = problem?.detail ?? problem?.title;
     const detail = typeof text === 'string' ? text : undefined;
-    super(HttpStatusError.code, `HTTP ${response.status}${detail ? `: ${detail}` : ''}`, info);
+    const inProgress = info.inProgress === true;
+    const message = inProgress
+      ? `HTTP ${response.status}: the original request with this key was still in progress when the client stopped polling ` +
+        `(${info.attempts} attempt(s), option \`maxRetryTime\`). It has not failed: ask again later with the same key${info.key === undefined ? '' : ` (${info.key})`} to get its result, never with a new one.`
+      : `HTTP ${response.status}${detail ? `: ${detail}` : ''}`;
+    super(HttpStatusError.code, message, info);
     this.status = response.status;
     this.problem = problem;
     this.response = response;
     this.replayed = info.replayed;
+    this.inProgress = inProgress;
   }
 }
 

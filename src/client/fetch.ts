@@ -16,7 +16,7 @@ import type { IdempotentRequestInit, PreparedRequest } from './request.js';
 import { prepareRequest } from './request.js';
 import type { IdempotentResponse } from './response.js';
 import { finalResponse, isReplayed, parseProblem } from './response.js';
-import { RETRYABLE_STATUSES, isNetworkFailure } from './retryable.js';
+import { RETRYABLE_STATUSES, isInProgress, isNetworkFailure, isPermanent, problemRetryAfter } from './retryable.js';
 
 /** fetch's signature; the response also says how the call went (`response.idempotency`). */
 export type IdempotentFetch = (input: RequestInfo | URL, init?: IdempotentRequestInit) => Promise<IdempotentResponse>;
@@ -57,34 +57,62 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
   const started = performance.now();
   // Looked up per call, so a fetch installed after the client was created is used.
   const fetchImpl = o.fetch ?? globalThis.fetch;
+  // Retries counted against `retries`: every one but the polls of an in-progress 409.
+  let counted = 0;
+  // 409s so far: the first is retried after the server's hint alone, later ones back off.
+  let conflicts = 0;
   for (let attempt = 1; ; attempt++) {
     const info: CallInfo = { key: request.key, attempts: attempt };
     const outcome = await attemptOnce(fetchImpl, request, info, o);
     if (outcome.final) throw outcome.error;
     const { response } = outcome;
+    // Parsed only for a status that may be retried: the hint and the kind of answer live in it.
+    const problem = response && RETRYABLE_STATUSES.has(response.status) ? parseProblem(response, outcome.body) : undefined;
     const retryable = response
-      ? RETRYABLE_STATUSES.has(response.status) && !isReplayed(response) // a replay is the server's final word for this key
+      ? RETRYABLE_STATUSES.has(response.status) && !isReplayed(response) && !isPermanent(problem) // a replay is the server's final word for this key
       : isNetworkFailure(outcome.error);
-    if (!retryable || !request.repeatable || attempt > o.retries) return settle(outcome, info, o);
+    if (!retryable || !request.repeatable) return settle(outcome, info, o);
+    const conflict = response?.status === 409;
+    // An in-progress 409 is no failure: the original is running and the next answer may be its
+    // result. It is polled within `maxRetryTime`, outside `retries` and the budget (DESIGN.md).
+    const inProgress = response !== undefined && isInProgress(response.status, problem);
+    if (!inProgress && counted >= o.retries) return settle(outcome, info, o, inProgress);
 
-    const retryAfter = response ? parseRetryAfter(response.headers.get('retry-after')) : undefined;
+    // idemkit's hint in ms, from the problem body, else the whole seconds of `Retry-After`.
+    const retryAfter = response ? problemRetryAfter(problem) ?? parseRetryAfter(response.headers.get('retry-after')) : undefined;
     // A 409's Retry-After guesses how long the original still runs (some servers send their whole
     // lease): an earlier retry only meets another 409 or the replay, so its wait is capped.
-    const conflict = response?.status === 409;
     const notBefore = conflict && retryAfter !== undefined ? Math.min(retryAfter, o.maxConflictWait) : retryAfter;
     // Retrying before any other Retry-After would disobey the server and most likely fail again.
-    if (notBefore !== undefined && notBefore > o.maxRetryAfter) return settle(outcome, info, o);
-    const pause = Math.max(notBefore ?? 0, backoffDelay(attempt, o));
-    const delay = conflict ? Math.min(pause, o.maxConflictWait) : pause;
-    if (performance.now() + delay - started > o.maxRetryTime) return settle(outcome, info, o);
-    if (o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
+    if (notBefore !== undefined && notBefore > o.maxRetryAfter) return settle(outcome, info, o, inProgress);
+    let delay: number;
+    if (conflict) {
+      conflicts++;
+      // The first 409 is retried when the server expects the original to be done; only when it
+      // was not do the polls back off (jittered, never sooner than the hint), up to the cap.
+      const backoff = retryAfter === undefined ? backoffDelay(conflicts, o) : conflicts === 1 ? 0 : backoffDelay(conflicts - 1, o);
+      delay = Math.min(Math.max(retryAfter ?? 0, backoff), o.maxConflictWait);
+    } else {
+      delay = Math.max(notBefore ?? 0, backoffDelay(counted + 1, o));
+    }
+    const left = o.maxRetryTime - (performance.now() - started);
+    if (inProgress) {
+      // Polling early is harmless: the last poll is moved up to the deadline rather than dropped.
+      if (left <= 0) return settle(outcome, info, o, true);
+      delay = Math.min(delay, left);
+    } else {
+      if (delay > left) return settle(outcome, info, o, inProgress);
+      // A 409 is an answer from a server that works, not the outage the budget guards against.
+      if (!conflict && o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
+      counted++;
+    }
     // Filled in after the literal: a spread of the optional fields costs microseconds on Node 20.
     const context: { -readonly [K in keyof RetryContext]: RetryContext[K] } = {
       key: request.key,
       method: request.method,
       url: request.url,
       attempt,
-      retriesLeft: o.retries - attempt,
+      retriesLeft: o.retries - counted,
       delay,
     };
     if (response) context.status = response.status;
@@ -217,13 +245,16 @@ async function readLimited(response: Response, method: string, limit: number): P
   return { body };
 }
 
-/** The call's final answer: the response (or `HttpStatusError`), or `RequestFailedError` for an error. */
-function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions): IdempotentResponse {
+/**
+ * The call's final answer: the response (or `HttpStatusError`), or `RequestFailedError` for an
+ * error. `inProgress`: the last answer said the original request was still running when polling stopped.
+ */
+function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions, inProgress = false): IdempotentResponse {
   if (!outcome.response) throw new RequestFailedError(info, outcome.error);
   const replayed = isReplayed(outcome.response);
   const response = finalResponse(outcome, Object.assign({}, info, { replayed }));
   if (o.throwOnError && response.status >= 400) {
-    throw new HttpStatusError(Object.assign({}, info, { replayed }), response, parseProblem(response, outcome.body));
+    throw new HttpStatusError(Object.assign({}, info, { replayed, inProgress }), response, parseProblem(response, outcome.body));
   }
   return response;
 }

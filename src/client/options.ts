@@ -18,7 +18,10 @@ export interface RetryContext {
   readonly status?: number;
   /** The network error or `AttemptTimeoutError`, when the attempt got no response. */
   readonly error?: unknown;
-  /** What the server's `Retry-After` asked for, in ms, when it sent one. */
+  /**
+   * What the server asked for, in ms, when it did: the problem body's `retryAfterMs` (idemkit's
+   * hint, finer than the header), else `Retry-After`.
+   */
   readonly retryAfter?: number;
 }
 
@@ -28,7 +31,9 @@ export interface RetryContext {
  */
 export interface IdempotentFetchOptions {
   /**
-   * Retries after the first attempt (so at most `retries + 1` attempts).
+   * Retries after the first attempt (so at most `retries + 1` attempts). Polls of a request still
+   * in progress (an idemkit 409 `request-in-progress`) are not counted: they are not failures,
+   * and `maxRetryTime` bounds them.
    * @default 3
    */
   readonly retries?: number;
@@ -57,7 +62,10 @@ export interface IdempotentFetchOptions {
   readonly randomize?: boolean;
   /**
    * No retry is scheduled whose pause would end more than this long after the first attempt; the
-   * call then settles with its last answer. A running attempt is bounded by `attemptTimeout`.
+   * call then settles with its last answer. A running attempt is bounded by `attemptTimeout`. It
+   * is also how long a request still in progress (an idemkit 409 `request-in-progress`) is polled:
+   * its last poll is moved up to this moment, and if that is still a 409 the call settles with it
+   * (`HttpStatusError` with `inProgress: true` under `throwOnError`).
    * @default 60_000
    */
   readonly maxRetryTime?: number;
@@ -78,16 +86,17 @@ export interface IdempotentFetchOptions {
    * a key means "the first request with this key is still running" (idemkit, Stripe, the IETF
    * Idempotency-Key draft): its `Retry-After` is a guess at how long that takes, and some servers
    * send their whole lease (idemkit did before `retryAfterMs`: 30 s). Retrying sooner is
-   * harmless: the server answers another 409, or the replay. So a 409 is retried after
-   * `min(max(Retry-After, backoff), maxConflictWait)`, never settled for a long `Retry-After`;
-   * `retries`, `maxRetryTime` and the budget still bound how often. `Infinity` treats a 409's
-   * `Retry-After` like any other (up to `maxRetryAfter`).
+   * harmless: the server answers another 409, or the replay. So the first 409 is retried after
+   * its hint (the problem's `retryAfterMs`, else `Retry-After`), later ones after
+   * `max(hint, backoff)`, each at most `maxConflictWait`; a long `Retry-After` never settles the
+   * call. `Infinity` treats a 409's `Retry-After` like any other (up to `maxRetryAfter`).
    * @default 2_000
    */
   readonly maxConflictWait?: number;
   /**
    * The retry budget: a `RetryBudget` to share with other clients of the same dependency, options
    * for this client's own budget, or `false` for none (only when something else bounds retries).
+   * Only failures spend it (network errors, timeouts, 429, 5xx); a 409 never does.
    * @default { ratio: 0.1, capacity: 10 } (a budget per client)
    */
   readonly retryBudget?: RetryBudget | RetryBudgetOptions | false;

@@ -1,16 +1,64 @@
+import { MAX_RETRY_AFTER_MS } from './backoff.js';
 import { AttemptTimeoutError } from './errors.js';
+import type { Problem } from './errors.js';
 
 /**
  * Statuses retried with the same key:
  * - 409: with idemkit (and Stripe) the first request with this key is still running; the retry
- *   gets its result once it finishes (its pause is capped by `maxConflictWait`);
+ *   gets its result once it finishes (its pause is capped by `maxConflictWait`). Not a failure:
+ *   never charged to the retry budget, and an idemkit in-progress 409 (`isInProgress`) is polled
+ *   within `maxRetryTime` without counting against `retries`;
  * - 429, 503: the server asked us to come back (usually with Retry-After);
  * - 500: the outcome is unknown, so keep the key: a server that recorded the attempt replays it,
  *   one that did not runs it once;
  * - 502, 504: a proxy lost or timed out on the upstream; the upstream may or may not have run it.
- * Every other status is an answer about this request, and asking again would not change it.
+ * Every other status is an answer about this request, and asking again would not change it, as
+ * is any of these whose problem says so (`isPermanent`: a store that is not migrated).
  */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([409, 429, 500, 502, 503, 504]);
+
+/**
+ * The problem `type` slugs (the type's last segment, under any base: `urn:idemkit:problem:`, a
+ * `problemTypeBase` URL) of a 409 that says the original request with this key is still running
+ * (or, `lease-lost`, that another request with it took over): nothing failed, so the client polls
+ * it until the original is done, within `maxRetryTime`, outside `retries` and the retry budget.
+ */
+const IN_PROGRESS_SLUGS: ReadonlySet<string> = new Set(['request-in-progress', 'webhook-in-progress', 'lease-lost']);
+
+/**
+ * The problem `type` slugs of an answer that asking again cannot change, whatever its status:
+ * `store-schema-missing` (idemkit's store has no table or function; it lasts until someone migrates).
+ */
+const PERMANENT_SLUGS: ReadonlySet<string> = new Set(['store-schema-missing']);
+
+/** The last segment of a problem's `type` (after its last `:`, `/` or `#`), or undefined. */
+function slugOf(problem: Problem | undefined): string | undefined {
+  const type = problem?.type;
+  return typeof type === 'string' ? type.slice(Math.max(type.lastIndexOf(':'), type.lastIndexOf('/'), type.lastIndexOf('#')) + 1) : undefined;
+}
+
+/** A 409 whose problem says the original request with the key is still in progress. */
+export function isInProgress(status: number, problem: Problem | undefined): boolean {
+  if (status !== 409) return false;
+  const slug = slugOf(problem);
+  return slug !== undefined && IN_PROGRESS_SLUGS.has(slug);
+}
+
+/** A problem that says retrying cannot help (e.g. `store-schema-missing`), even on a retryable status. */
+export function isPermanent(problem: Problem | undefined): boolean {
+  const slug = slugOf(problem);
+  return slug !== undefined && PERMANENT_SLUGS.has(slug);
+}
+
+/**
+ * The problem's `retryAfterMs` member, idemkit's retry hint in ms: finer than `Retry-After`,
+ * which has whole seconds (a 100 ms hint goes out as `Retry-After: 1`). Undefined unless it is a
+ * finite number >= 0; at most `MAX_RETRY_AFTER_MS`.
+ */
+export function problemRetryAfter(problem: Problem | undefined): number | undefined {
+  const value = problem?.retryAfterMs;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.min(Math.ceil(value), MAX_RETRY_AFTER_MS) : undefined;
+}
 
 /**
  * Error codes (on the error or anywhere in its `cause` chain) that mean the connection failed:

@@ -103,7 +103,8 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
    * The `Retry-After` a 409 suggests, in ms: how long the original request likely still takes,
    * not how long its lease lasts (a duplicate of a 50 ms request should not be told to come back
    * in 30 s). Never more than what is left of the original's lease, and sent in whole seconds, at
-   * least 1 (RFC 9110 §10.2.3). Set it near your handlers' usual duration when they take longer.
+   * least 1 (RFC 9110 §10.2.3); the problem body carries it in ms too (member `retryAfterMs`), for
+   * clients that read it (idemkit's). Set it near your handlers' usual duration when they take longer.
    * @default 1_000
    */
   readonly retryAfterMs?: number;

@@ -1,4 +1,4 @@
-/** Retry-After is obeyed ("not before"), in both forms, and capped by maxRetryAfter; a 409's wait is capped by maxConflictWait. */
+/** Retry-After is obeyed ("not before"), in both forms, and capped by maxRetryAfter; a 409's wait is capped by maxConflictWait (test/client/conflict.test.ts: its hint in ms, and its polling). */
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpStatusError, createIdempotentFetch } from '../../src/client/index.js';
 import type { ScriptedServer } from './servers.js';
@@ -99,16 +99,20 @@ describe("a 409's Retry-After is capped by maxConflictWait", () => {
     expect(delays).toEqual([20]);
   });
 
-  it('keeps a shorter Retry-After, and its own backoff when that is longer (both within the cap)', async () => {
+  it('the first 409 waits a shorter Retry-After alone, whatever the backoff; a 409 without one backs off (within the cap)', async () => {
     server = await scriptedServer(() => inFlight('1'));
     const contexts: { delay: number }[] = [];
     const client = createIdempotentFetch({ ...fast, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
     await client(server.url, post).catch(() => {});
+    // The server expects the original done by then: the failure backoff is not added to a 409.
     const slow = createIdempotentFetch({ minTimeout: 1_500, randomize: false, retryBudget: false, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
+    await slow(server.url, post).catch(() => {});
+    await server.close();
+    server = await scriptedServer(() => ({ status: 409 }));
     await slow(server.url, post).catch(() => {});
     const capped = createIdempotentFetch({ minTimeout: 5_000, randomize: false, retryBudget: false, onRetry: (c) => (contexts.push(c), Promise.reject(stop)) });
     await capped(server.url, post).catch(() => {});
-    expect(contexts.map((c) => c.delay)).toEqual([1_000, 1_500, 2_000]);
+    expect(contexts.map((c) => c.delay)).toEqual([1_000, 1_000, 1_500, 2_000]);
   });
 
   it('a 409 asking for longer than maxRetryAfter is retried after the cap, not settled', async () => {
@@ -119,8 +123,18 @@ describe("a 409's Retry-After is capped by maxConflictWait", () => {
     expect(contexts.map((c) => c.delay)).toEqual([2_000]);
   });
 
-  it('retries and the time limit still bound it: no retry past maxRetryTime', async () => {
+  it('the time limit still bounds it: an in-progress 409 is polled once more at maxRetryTime, then settles', async () => {
     server = await scriptedServer(() => inFlight('30'));
+    const delays: number[] = [];
+    const response = await createIdempotentFetch({ ...fast, maxRetryTime: 50, onRetry: (c) => void delays.push(c.delay) })(server.url, post);
+    expect(response.status).toBe(409);
+    expect(response.idempotency.attempts).toBe(2);
+    expect(delays).toHaveLength(1);
+    expect(delays[0]).toBeLessThanOrEqual(50); // moved up to the deadline, not the 2 s cap
+  });
+
+  it('another 409 is not retried past maxRetryTime', async () => {
+    server = await scriptedServer(() => ({ status: 409, headers: { 'retry-after': '30' } }));
     const response = await createIdempotentFetch({ ...fast, maxRetryTime: 1_000 })(server.url, post);
     expect(response.status).toBe(409);
     expect(response.idempotency.attempts).toBe(1);

@@ -175,6 +175,30 @@ describe('never retried: an answer about this request', () => {
     expect(await http.response.json()).toEqual(problem); // the body is still readable
   });
 
+  it.each([
+    [500, 'urn:idemkit:problem:store-schema-missing'],
+    [503, 'https://errors.example.com/problems/store-schema-missing'],
+  ])('%i store-schema-missing (%s): a permanent fault, answered once, not retried', async (status, type) => {
+    // What idemkit answers while its store's table or function is missing: no Retry-After, and
+    // retrying cannot help until an operator migrates the store.
+    const problem = { type, title: 'Idempotency store not migrated', status, detail: 'not migrated' };
+    server = await scriptedServer(() => ({ status, headers: { 'content-type': 'application/problem+json' }, body: JSON.stringify(problem) }));
+    const response = await createIdempotentFetch({ ...fast, retries: 3 })(server.url, post);
+    expect(response.status).toBe(status);
+    expect(response.idempotency.attempts).toBe(1);
+    expect(server.seen).toHaveLength(1);
+    const error = await createIdempotentFetch({ ...fast, throwOnError: true })(server.url, post).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status, problem, attempts: 1 });
+    expect(server.seen).toHaveLength(2);
+  });
+
+  it('a 500 with any other problem type is still retried (outcome unknown: keep the key)', async () => {
+    const problem = { type: 'https://example.com/problems/internal', title: 'Internal error', status: 500 };
+    server = await sequence({ status: 500, headers: { 'content-type': 'application/problem+json' }, body: JSON.stringify(problem) });
+    const response = await createIdempotentFetch(fast)(server.url, post);
+    expect([response.status, response.idempotency.attempts]).toEqual([201, 2]);
+  });
+
   it('throwOnError with a non-problem body: status set, problem undefined', async () => {
     server = await sequence({ status: 404, body: 'not found' });
     const error = await createIdempotentFetch({ ...fast, throwOnError: true })(server.url, post).catch((e: unknown) => e);

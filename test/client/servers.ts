@@ -90,6 +90,10 @@ export async function idempotentServer(options: {
   throwFirst?: boolean;
   /** Awaited by the handler before it answers: the test says when a running handler may finish. */
   hold?: () => Promise<void>;
+  /** The middleware's retry hint for a 409 (its own default, 1 s, when not given). */
+  retryAfterMs?: number;
+  /** Called with each answer's status and the request it answers, just before it is written. */
+  onAnswer?: (status: number, request: Seen) => void;
 } = {}): Promise<IdempotentServer> {
   const seen: Seen[] = [];
   const perKey = new Map<string, number>();
@@ -100,7 +104,7 @@ export async function idempotentServer(options: {
     if (options.throwFirst && effects === 1) throw new Error('boom');
     await options.hold?.();
     return Response.json({ charge: effects, body: await request.text() }, { status: 201 });
-  }, { store, leaseMs: options.leaseMs ?? 30_000 });
+  }, { store, leaseMs: options.leaseMs ?? 30_000, ...(options.retryAfterMs !== undefined ? { retryAfterMs: options.retryAfterMs } : {}) });
 
   const server = createServer((req, res) => {
     void (async () => {
@@ -112,6 +116,7 @@ export async function idempotentServer(options: {
       const response = await handler(toWebRequest(req, request));
       const body = Buffer.from(await response.arrayBuffer());
       if (n <= (options.dropFirst ?? 0)) return void req.socket.destroy();
+      options.onAnswer?.(response.status, request);
       res.writeHead(response.status, Object.fromEntries(response.headers));
       res.end(body);
     })();

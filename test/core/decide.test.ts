@@ -158,6 +158,11 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
    * store's clock (a fixed, injected clock: the lease left is exact, whatever the machine's load).
    */
   async function duplicate(options: Partial<ConstructorParameters<typeof IdempotencyEngine<FakeRequest>>[0]> = {}, elapsedMs = 0) {
+    return (await conflict(options, elapsedMs)).headers['retry-after'];
+  }
+
+  /** The error a duplicate is answered with, as `duplicate` makes it. */
+  async function conflict(options: Partial<ConstructorParameters<typeof IdempotencyEngine<FakeRequest>>[0]> = {}, elapsedMs = 0) {
     let now = 1_700_000_000_000;
     const store = memoryStore({ sweepIntervalMs: 0, clock: () => now });
     const engine = new IdempotencyEngine<FakeRequest>({ store, ...options });
@@ -169,7 +174,7 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
     store.close();
     if (second.kind !== 'reject') throw new Error(`expected reject, got ${second.kind}`);
     expect([second.error.status, second.error.code]).toEqual([409, 'ERR_IDEMKIT_KEY_IN_FLIGHT']);
-    return second.error.headers['retry-after'];
+    return second.error;
   }
 
   it('answers 1 s by default, with the default 30 s lease', async () => {
@@ -188,6 +193,22 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
     // 1.5 s into a 2 s lease, 0.5 s is left: rounded up to the 1 s floor, not the 10 s hint.
     expect(await duplicate({ leaseMs: 2_000, retryAfterMs: 10_000 }, 1_500)).toBe('1');
     expect(await duplicate({ leaseMs: 4_000, retryAfterMs: 10_000 }, 1_500)).toBe('3');
+  });
+
+  it('is in the problem body in ms too (`retryAfterMs`), where the header has whole seconds', async () => {
+    const hinted = await conflict({ retryAfterMs: 100 });
+    expect(hinted.headers['retry-after']).toBe('1');
+    expect(hinted.problem()).toEqual({
+      retryAfterMs: 100,
+      type: 'urn:idemkit:problem:request-in-progress',
+      title: 'A request with this Idempotency-Key is in progress',
+      status: 409,
+      detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
+    });
+    // Bounded by what is left of the lease, as the header is: 1.5 s into a 2 s lease, 500 ms.
+    const late = await conflict({ leaseMs: 2_000, retryAfterMs: 10_000 }, 1_500);
+    expect([late.headers['retry-after'], late.problem().retryAfterMs]).toEqual(['1', 500]);
+    expect((await conflict({ inFlight: 'wait', waitTimeoutMs: 1, retryAfterMs: 250 })).problem().retryAfterMs).toBe(250);
   });
 
   it("is the hint too when `inFlight: 'wait'` gives up", async () => {
