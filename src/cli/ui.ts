@@ -1,7 +1,7 @@
 // `idemkit ui`: a small, local, read-only page over a store's records (docs/cli.md#idemkit-ui).
-// node:http and server-rendered HTML; the one script (live counts) and the style sheet are served
+// node:http and server-rendered HTML; the one script (live counts and table) and the style sheet are served
 // from the page's own origin, so the Content-Security-Policy allows no inline code at all.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -13,7 +13,9 @@ import type { RecordDetails, RecordFilter, RecordState, RecordSummary, StoreAdmi
 import { inspectJson, statsJson, summaryJson } from './admin.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl } from './store-url.js';
+import type { StoreUrl } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl, scrub } from './store-url.js';
+import { terminalText } from './terminal.js';
 
 export const UI_USAGE = `Usage: idemkit ui --store URL [--host 127.0.0.1] [--port 0|N] [--token T]
 
@@ -25,9 +27,10 @@ Options:
       --host HOST            the address to bind (default 127.0.0.1). Any address that is not a
                              loopback one needs --token
       --port N               the port (default 0: any free port)
-      --token T              every request must carry it: open the page once with ?token=T (sets
-                             an HttpOnly cookie) or send Authorization: Bearer T. At least 16
-                             characters (default: $IDEMKIT_UI_TOKEN)
+      --token T              every request must carry it: open the page once with ?token=T (starts
+                             a session: an HttpOnly cookie for this port, valid 8 hours) or send
+                             Authorization: Bearer T. At least 16 characters
+                             (default: $IDEMKIT_UI_TOKEN)
 Store:
       --store URL            ${URL_FORMS}
                              (default: $IDEMKIT_STORE_URL)
@@ -46,9 +49,18 @@ const DEFAULT_LIST_LIMIT = 100;
 const UI_TEXT_BYTES = 64 * 1024;
 const UI_HEX_BYTES = 256;
 const MIN_TOKEN_LENGTH = 16;
-/** How often the page asks for fresh counts. */
+/** How often the page asks for fresh counts and, on the list, a fresh table. */
 export const STATS_REFRESH_MS = 3_000;
-const COOKIE = 'idemkit_ui';
+/** How long a `?token=` login lasts: the session cookie's Max-Age, enforced by the server too. */
+export const SESSION_MAX_AGE_S = 8 * 60 * 60;
+/** Sessions kept at once; a login beyond it ends the oldest. */
+const MAX_SESSIONS = 1_000;
+/**
+ * The session cookie's name. Cookies are not port-scoped: every service on the same host gets it,
+ * so it is named by the port (two pages do not overwrite each other's) and holds a random session
+ * id, which this process alone knows and which ends with it or its Max-Age, never the token.
+ */
+const cookieName = (port: number | undefined) => `idemkit_ui_${port ?? 0}`;
 
 export interface UiIo {
   out(text: string): void;
@@ -129,9 +141,15 @@ export async function startUi(admin: StoreAdmin, options: UiOptions = {}): Promi
  * Runs `idemkit ui`: opens the store, serves the page until SIGINT/SIGTERM (or `stop` aborts), and
  * resolves to the exit code.
  */
-export async function runUi(argv: readonly string[], io: UiIo, env: NodeJS.ProcessEnv = process.env, stop?: AbortSignal): Promise<number> {
+export async function runUi(argv: readonly string[], terminal: UiIo, env: NodeJS.ProcessEnv = process.env, stop?: AbortSignal): Promise<number> {
   let opened: OpenedStore | undefined;
   let ui: UiServer | undefined;
+  let storeUrl: StoreUrl | undefined;
+  // Lines for a terminal: control characters escaped, the URL's secrets taken out of messages.
+  const io: UiIo = {
+    out: (text) => terminal.out(terminalText(scrub(text, storeUrl))),
+    err: (text) => terminal.err(terminalText(scrub(text, storeUrl))),
+  };
   try {
     let parsed;
     try {
@@ -166,7 +184,8 @@ export async function runUi(argv: readonly string[], io: UiIo, env: NodeJS.Proce
     }
     const url = v.store ?? env.IDEMKIT_STORE_URL;
     if (url === undefined || url === '') throw new CliUsageError(`--store URL is required (or set IDEMKIT_STORE_URL): ${URL_FORMS}`);
-    opened = await openStore(parseStoreUrl(url), { table: v.table, schema: v.schema, prefix: v.prefix }, { create: false });
+    storeUrl = parseStoreUrl(url);
+    opened = await openStore(storeUrl, { table: v.table, schema: v.schema, prefix: v.prefix }, { create: false });
     await opened.verify();
     try {
       ui = await startUi(opened.store.admin, { host, port, token, label: `${opened.url.shown}, ${opened.where}` });
@@ -236,22 +255,44 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
 interface TokenCheck {
   /** True when `candidate` is the token (constant time in its content). */
   matches(candidate: string): boolean;
-  /** The cookie value a browser keeps: derived from the token, not the token. */
-  readonly cookie: string;
+  /** Starts a session: its id, for the cookie. */
+  login(): string;
+  /** True when `id` is a session this process started and whose Max-Age has not run out. */
+  valid(id: string): boolean;
 }
 
 function tokenCheck(token: string): TokenCheck {
   // Compare fixed-length digests, so neither the content nor the length leaks through timing.
   const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
   const expected = digest(token);
-  const cookie = createHmac('sha256', token).update('idemkit ui session').digest('base64url');
-  return { matches: (candidate) => timingSafeEqual(digest(candidate), expected), cookie };
+  // Session ids by their digest (what a lookup's timing could tell is about the digest), with
+  // when each ends. In insertion order: the first is the oldest.
+  const sessions = new Map<string, number>();
+  return {
+    matches: (candidate) => timingSafeEqual(digest(candidate), expected),
+    login() {
+      const now = Date.now();
+      for (const [id, until] of sessions) if (until <= now) sessions.delete(id);
+      if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);
+      const id = randomBytes(32).toString('base64url');
+      sessions.set(digest(id).toString('base64'), now + SESSION_MAX_AGE_S * 1000);
+      return id;
+    },
+    valid(id) {
+      const key = digest(id).toString('base64');
+      const until = sessions.get(key);
+      if (until === undefined) return false;
+      if (until > Date.now()) return true;
+      sessions.delete(key);
+      return false;
+    },
+  };
 }
 
-function cookieValue(req: IncomingMessage): string | undefined {
+function cookieValue(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [name, ...value] = part.trim().split('=');
-    if (name === COOKIE) return value.join('=');
+    const [key, ...value] = part.trim().split('=');
+    if (key === name) return value.join('=');
   }
   return undefined;
 }
@@ -277,14 +318,14 @@ function admit(auth: TokenCheck | undefined, req: IncomingMessage, res: ServerRe
     res.writeHead(303, {
       ...SECURITY_HEADERS,
       location,
-      'set-cookie': `${COOKIE}=${auth.cookie}; HttpOnly; SameSite=Strict; Path=/`,
+      'set-cookie': `${cookieName(req.socket.localPort)}=${auth.login()}; Max-Age=${SESSION_MAX_AGE_S}; HttpOnly; SameSite=Strict; Path=/`,
       'content-length': '0',
     });
     res.end();
     return false;
   }
-  const cookie = cookieValue(req);
-  if (cookie !== undefined && timingSafeEqual(createHash('sha256').update(cookie).digest(), createHash('sha256').update(auth.cookie).digest())) return true;
+  const session = cookieValue(req, cookieName(req.socket.localPort));
+  if (session !== undefined && auth.valid(session)) return true;
   send(res, 401, 'text/html; charset=utf-8', page('Token required', label, '<p class="error">This page needs its token: open it once with <code>?token=…</code>, or send <code>Authorization: Bearer …</code>.</p>', false), {
     'www-authenticate': 'Bearer realm="idemkit ui"',
   });
@@ -424,6 +465,12 @@ function age(r: RecordSummary, now: number): string {
   return r.leaseUntil > now ? 'recent (in its lease)' : `over ${since}`;
 }
 
+/** A listing's lease: when the owner's lease ends, or how long ago it ended (the list's order). */
+function lease(r: RecordSummary, now: number): string {
+  const d = formatDuration(Math.abs(now - r.leaseUntil));
+  return r.leaseUntil > now ? `ends in ${d}` : `ended ${d} ago`;
+}
+
 /** The tooltip of a listing's age: when the record was claimed and last changed. */
 function ageTitle(r: RecordSummary): string {
   if (r.createdAt === null) return `created: unknown (written by an earlier idemkit); lease until ${iso(r.leaseUntil)}`;
@@ -461,7 +508,8 @@ async function listPage(admin: StoreAdmin, label: string, q: URLSearchParams, re
   const records = await admin.list(filter);
   // Ages against this machine's clock: a listing carries no store time, and stats() may scan every record.
   const now = Date.now();
-  send(res, 200, 'text/html; charset=utf-8', page('Records', label, `${form}${recordsTable(records, now, filter.limit)}`));
+  // The script replaces this section with the same section of a fresh copy of this page.
+  send(res, 200, 'text/html; charset=utf-8', page('Records', label, `${form}<section id="records" aria-live="polite">${recordsTable(records, now, filter.limit)}</section>`));
 }
 
 function filterForm(q: URLSearchParams): string {
@@ -483,6 +531,7 @@ function recordsTable(records: RecordSummary[], now: number, limit: number): str
 <td>${stateBadge(r.state, r.expired)}</td>
 <td class="scope">${esc(r.scope)}</td>
 <td class="key"><a href="${esc(recordHref(r.scope, r.key))}">${esc(r.key)}</a></td>
+<td class="lease" title="${iso(r.leaseUntil)}">${esc(lease(r, now))}</td>
 <td title="${esc(ageTitle(r))}">${esc(age(r, now))}</td>
 <td>${r.status === undefined ? '–' : String(r.status)}</td>
 <td class="num">${r.bodyBytes === null ? '–' : String(r.bodyBytes)}</td>
@@ -493,12 +542,12 @@ function recordsTable(records: RecordSummary[], now: number, limit: number): str
   );
   const more = records.length === limit ? `<p class="more">The first ${limit}, oldest lease first; raise the limit for more.</p>` : '';
   return `<table class="records">
-<thead><tr><th>State</th><th>Scope</th><th>Key</th><th title="since the record was claimed (a take-over keeps the first claim's time)">Age</th><th>Status</th><th>Body</th><th>Attempt</th><th>Window ends</th><th>Recovery point</th></tr></thead>
+<thead><tr><th>State</th><th>Scope</th><th>Key</th><th aria-sort="ascending" title="when the owner's lease ends or ended: the list's order, earliest first">Lease</th><th title="since the record was claimed (a take-over keeps the first claim's time)">Age</th><th>Status</th><th>Body</th><th>Attempt</th><th>Window ends</th><th>Recovery point</th></tr></thead>
 <tbody>
 ${rows.join('\n')}
 </tbody>
 </table>
-<p class="note">${records.length} record${records.length === 1 ? '' : 's'}, oldest lease first. Age counts from the claim; for a record an earlier idemkit wrote (no creation time), from the end of its lease.</p>${more}`;
+<p class="note">${records.length} record${records.length === 1 ? '' : 's'}, oldest lease first (the Lease column), as of ${iso(now)}. Age counts from the claim; for a record an earlier idemkit wrote (no creation time), from the end of its lease.</p>${more}`;
 }
 
 async function recordPage(admin: StoreAdmin, label: string, q: URLSearchParams, res: ServerResponse): Promise<void> {
@@ -584,8 +633,13 @@ function bodyView(body: Uint8Array | null): string {
 
 // ---- assets -----------------------------------------------------------------------------------
 
-/** The page's one script: the live counts, from /api/stats every STATS_REFRESH_MS. */
-const SCRIPT = `// idemkit ui: live counts
+/**
+ * The page's one script, every STATS_REFRESH_MS: the live counts from /api/stats and, on the list,
+ * the table: the same page fetched again (same filters), parsed inert by DOMParser (no script in
+ * it runs), and its #records section put in place of this one. So the table is rendered, and
+ * escaped, by the server's one function, as on a reload.
+ */
+const SCRIPT = `// idemkit ui: live counts and table
 'use strict';
 (function () {
   var names = ['inFlight', 'abandoned', 'completed', 'expired', 'bodyBytes'];
@@ -593,17 +647,37 @@ const SCRIPT = `// idemkit ui: live counts
     var el = document.querySelector('[data-stat="' + name + '"]');
     if (el) el.textContent = text;
   }
-  function refresh() {
-    fetch('/api/stats', { credentials: 'same-origin', cache: 'no-store' })
-      .then(function (res) { return res.ok ? res.json() : Promise.reject({ message: 'HTTP ' + res.status }); })
+  function fail(what) {
+    return function (e) { set('updated', what + ' unavailable: ' + e.message); document.body.classList.add('stale'); };
+  }
+  function ok(res) { return res.ok ? res : Promise.reject({ message: 'HTTP ' + res.status }); }
+  function refreshCounts() {
+    return fetch('/api/stats', { credentials: 'same-origin', cache: 'no-store' })
+      .then(ok)
+      .then(function (res) { return res.json(); })
       .then(function (s) {
         names.forEach(function (n) { set(n, String(s[n])); });
         set('updated', 'as of ' + s.now.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z'));
         document.body.classList.remove('stale');
-      })
-      .catch(function (e) { set('updated', 'counts unavailable: ' + e.message); document.body.classList.add('stale'); });
+      }, fail('counts'));
   }
-  refresh();
+  function refreshTable() {
+    var current = document.getElementById('records');
+    if (!current) return;
+    fetch(location.pathname + location.search, { credentials: 'same-origin', cache: 'no-store' })
+      .then(ok)
+      .then(function (res) { return res.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, 'text/html').getElementById('records');
+        var now = document.getElementById('records');
+        if (fresh && now) now.replaceWith(document.adoptNode(fresh));
+      })
+      .catch(fail('table'));
+  }
+  function refresh() {
+    refreshCounts().then(refreshTable);
+  }
+  refreshCounts();
   setInterval(refresh, ${STATS_REFRESH_MS});
 })();
 `;
@@ -628,6 +702,7 @@ table.records th, table.records td { text-align: left; padding: 5px 7px; border-
 table.records th { font-size: 12px; color: var(--muted); font-weight: 600; }
 table.records td.key, table.records td.scope { font-family: ui-monospace, monospace; max-width: 260px; overflow: hidden; text-overflow: ellipsis; }
 td.num { text-align: right; }
+table.records th[aria-sort="ascending"]::after { content: " \\25B2"; font-size: 9px; }
 .badge { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; }
 .badge.in_flight { background: #fff1c2; color: #6b4e00; }
 .badge.completed { background: #d9f2dd; color: #145221; }

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,7 @@ import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import { createPool } from 'mysql2/promise';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CliUsageError } from '../../src/check/errors.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
@@ -24,7 +24,7 @@ import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { redisStore } from '../../src/stores/redis.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
-import { esc, isLoopback, runUi, startUi } from '../../src/cli/ui.js';
+import { SESSION_MAX_AGE_S, esc, isLoopback, runUi, startUi } from '../../src/cli/ui.js';
 import { startExample } from '../support/examples.js';
 import { deleteKeys } from '../support/redis-servers.js';
 import { MARIADB, POSTGRES, REDIS, requireService } from '../support/services.js';
@@ -140,6 +140,15 @@ function pageOn(label: string, skip: boolean, open: () => Promise<Target>) {
       // Each age counts from the claim; its tooltip gives the creation and last update.
       expect(page).toMatch(/<td title="created \d{4}-[\d-]+T[\d:.]+Z, updated \d{4}-[\d-]+T[\d:.]+Z">\d[^<(]*<\/td>/);
       expect(page).toMatch(/<td title="created [^"]+">\d[^<(]* \(owner gone \d[^)]*\)<\/td>/);
+      // The list's order is the lease's: a Lease column shows it (the time in its tooltip), earliest first.
+      expect(page).toMatch(/<th aria-sort="ascending" title="[^"]*lease[^"]*">Lease<\/th>/);
+      const leases = [...page.matchAll(/<td class="lease" title="([^"]+)">([^<]+)<\/td>/g)];
+      expect(leases).toHaveLength(5);
+      const times = leases.map((m) => Date.parse(m[1]!));
+      expect(times.every(Number.isFinite)).toBe(true);
+      expect(times).toEqual([...times].sort((a, b) => a - b));
+      expect(leases[0]![2]).toMatch(/^ended \d\S* ago$/);
+      expect(leases.at(-1)![2]).toMatch(/^ends in \d/);
     });
 
     it('filters by state, scope and older-than, caps at the limit, and answers 400 to a bad filter', async () => {
@@ -421,7 +430,7 @@ describe('idemkit ui: binding, token and headers', () => {
       expect(login.status).toBe(303);
       expect(login.headers.get('location')).toBe(`/record?scope=${scope}&key=secret-order`);
       const cookie = login.headers.get('set-cookie') ?? '';
-      expect(cookie).toMatch(/^idemkit_ui=[\w-]+; HttpOnly; SameSite=Strict; Path=\/$/);
+      expect(cookie).toMatch(new RegExp(`^idemkit_ui_${new URL(ui.url).port}=[\\w-]{43}; Max-Age=${SESSION_MAX_AGE_S}; HttpOnly; SameSite=Strict; Path=/$`));
       expect(cookie).not.toContain(TOKEN);
       const session = cookie.split(';')[0]!;
       const withCookie = await fetch(`${base}/api/stats`, { headers: { cookie: session } });
@@ -435,6 +444,130 @@ describe('idemkit ui: binding, token and headers', () => {
     } finally {
       expect(await ui.stop()).toBe(0);
     }
+  });
+});
+
+describe('idemkit ui: sessions, and what the start-up line shows', () => {
+  let dir: string;
+  let db: InstanceType<typeof Database>;
+  let store: ReturnType<typeof sqliteStore>;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'idemkit-ui-'));
+    db = new Database(join(dir, 'records.db'));
+    store = sqliteStore({ database: db });
+    await done(store, { scope: 'alice', key: 'secret-order' }, '{"card":"4242"}');
+  });
+  afterAll(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Logs in with ?token= and answers the cookie's name=value. */
+  async function login(base: string): Promise<string> {
+    const res = await fetch(`${base}/?token=${TOKEN}`, { redirect: 'manual' });
+    expect(res.status).toBe(303);
+    return (res.headers.get('set-cookie') ?? '').split(';')[0]!;
+  }
+  const statsWith = (base: string, cookie: string) => fetch(`${base}/api/stats`, { headers: { cookie } }).then((res) => res.status);
+
+  it('each login gets its own random session, under a cookie named by the port, that no other page or port accepts', async () => {
+    const a = await startUi(store.admin, { token: TOKEN });
+    const b = await startUi(store.admin, { token: TOKEN });
+    try {
+      const [baseA, baseB] = [a.url.replace(/\/$/, ''), b.url.replace(/\/$/, '')];
+      const [portA, portB] = [new URL(a.url).port, new URL(b.url).port];
+      const first = await login(baseA);
+      const second = await login(baseA);
+      expect(first.startsWith(`idemkit_ui_${portA}=`)).toBe(true);
+      expect(second).not.toBe(first);
+      expect(await statsWith(baseA, first)).toBe(200);
+      expect(await statsWith(baseA, second)).toBe(200);
+      const value = first.split('=')[1]!;
+      // Another page with the same token does not know this session, under its own name or this one.
+      expect(await statsWith(baseB, `idemkit_ui_${portB}=${value}`)).toBe(401);
+      expect(await statsWith(baseB, first)).toBe(401);
+      // Under another port's name the session is not this page's cookie.
+      expect(await statsWith(baseA, `idemkit_ui_${portB}=${value}`)).toBe(401);
+      // The value the cookie used to hold, the same for every browser and derived from the token, is refused.
+      const derived = createHmac('sha256', TOKEN).update('idemkit ui session').digest('base64url');
+      expect(await statsWith(baseA, `idemkit_ui=${derived}`)).toBe(401);
+      expect(await statsWith(baseA, `idemkit_ui_${portA}=${derived}`)).toBe(401);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a session ends after its Max-Age, on the server too', async () => {
+    const ui = await startUi(store.admin, { token: TOKEN });
+    const base = ui.url.replace(/\/$/, '');
+    try {
+      const cookie = await login(base);
+      expect(await statsWith(base, cookie)).toBe(200);
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + SESSION_MAX_AGE_S * 1000 - 1_000);
+      expect(await statsWith(base, cookie)).toBe(200);
+      vi.setSystemTime(Date.now() + 2_000);
+      expect(await statsWith(base, cookie)).toBe(401);
+      // A new login works.
+      expect(await statsWith(base, await login(base))).toBe(200);
+    } finally {
+      vi.useRealTimers();
+      await ui.close();
+    }
+  });
+
+  it('prints the start-up line with control characters in the store URL escaped', async () => {
+    const file = join(dir, 'r\x1b]0;pwned\x07\x9b2J.db');
+    const hostile = new Database(file);
+    sqliteStore({ database: hostile });
+    hostile.close();
+    const ui = await serve(['--store', `sqlite:${file}`]);
+    try {
+      const { stdout } = ui.output();
+      expect(stdout).not.toMatch(/[^\P{Cc}\n]/u);
+      expect(stdout).toMatch(/^idemkit ui: listening on http:\/\/127\.0\.0\.1:\d+\/ \(read-only; sqlite sqlite:\S*r\\x1b\]0;pwned\\x07\\x9b2J\.db, /m);
+    } finally {
+      expect(await ui.stop()).toBe(0);
+    }
+  });
+
+  it.skipIf(!pgUp)('shows a PostgreSQL URL without its password= parameters, in the start-up line and the page header', async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    pool.on('error', () => {});
+    const table = name();
+    await postgresStore({ pool, table }).migrate();
+    // Trust authentication: the server asks for no password, so these are never sent.
+    const ui = await serve(['--store', `${PG_URL}?password=Zq9secretW&sslpassword=Zq9secretV`, '--table', table]);
+    try {
+      const { stdout } = ui.output();
+      expect(stdout).toContain(`${PG_URL}?password=***&sslpassword=***, table public.${table})`);
+      expect(stdout).not.toContain('Zq9secret');
+      const page = await (await fetch(ui.url)).text();
+      expect(page).toContain(`<span class="store">${esc(`${PG_URL}?password=***&sslpassword=***`)}, table public.${table}</span>`);
+      expect(page).not.toContain('Zq9secret');
+    } finally {
+      expect(await ui.stop()).toBe(0);
+      await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
+      await pool.end();
+    }
+  });
+
+  it('says an unreachable store cannot be reached without any of its credentials', async () => {
+    for (const [url, shown] of [
+      ['postgres://admin:Zq9secretW@127.0.0.1:1/test?password=Zq9secretV', 'postgres://admin:***@127.0.0.1:1/test?password=***'],
+      ['redis://admin:Zq9secretW@127.0.0.1:1/0?password=Zq9secretV', 'redis://admin:***@127.0.0.1:1/0?password=***'],
+    ] as const) {
+      const lines: string[] = [];
+      expect(await runUi(['--store', url], { out: (t) => lines.push(t), err: (t) => lines.push(t) }, {})).toBe(2);
+      expect(lines[0]).toContain(`idemkit ui: cannot reach the store at ${shown}: `);
+      expect(lines.join('\n')).not.toContain('Zq9secret');
+    }
+    const lines: string[] = [];
+    expect(await runUi(['--store', 'mysql://admin:Zq9/secretW@127.0.0.1:1/test'], { out: (t) => lines.push(t), err: (t) => lines.push(t) }, {})).toBe(2);
+    expect(lines[0]).toMatch(/^idemkit ui: the store URL "mysql:\/\/…" is not a valid URL/);
+    expect(lines.join('\n')).not.toMatch(/Zq9|secretW/);
   });
 });
 
@@ -531,13 +664,29 @@ describe.skipIf(!requireChromium())('idemkit ui in Chromium, over a record made 
       expect(await page.locator('[data-stat="inFlight"]').textContent()).toBe('2');
       expect(await page.locator('td.key a', { hasText: '<img src=x' }).textContent()).toBe(evil);
       expect(await page.locator('td.key img').count()).toBe(0);
+      // The Lease column: the list's order, each row's lease in words with its time in the tooltip.
+      expect(await page.locator('table.records th[aria-sort="ascending"]').textContent()).toBe('Lease');
+      const leaseTimes = await page.locator('td.lease').evaluateAll((cells) => cells.map((c) => Date.parse(c.getAttribute('title') ?? '')));
+      expect(leaseTimes).toHaveLength(7);
+      expect(leaseTimes).toEqual([...leaseTimes].sort((x, y) => x - y));
+      expect(await page.locator('tr', { has: page.locator('td.key a', { hasText: 'payout-19af' }) }).locator('td.lease').textContent()).toMatch(/^ended \d\S* ago$/);
       if (process.env.IDEMKIT_UI_SCREENSHOT) {
         mkdirSync(dirname(process.env.IDEMKIT_UI_SCREENSHOT), { recursive: true });
         await page.screenshot({ path: process.env.IDEMKIT_UI_SCREENSHOT });
       }
-      // A new record shows in the counts without a reload.
-      expect((await charge(`order-late-${randomBytes(3).toString('hex')}`, { amount: 1, currency: 'eur' })).status).toBe(201);
+      // A new record shows in the counts and in the table without a reload (a reload would lose the mark).
+      await page.evaluate(() => {
+        (window as unknown as { notReloaded?: boolean }).notReloaded = true;
+      });
+      const late = `order-late-${randomBytes(3).toString('hex')}`;
+      expect((await charge(late, { amount: 1, currency: 'eur' })).status).toBe(201);
       await page.waitForFunction(() => document.querySelector('[data-stat="completed"]')?.textContent === '6', undefined, { timeout: 30_000 });
+      await page.locator('td.key a', { hasText: late }).waitFor({ timeout: 30_000 });
+      expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
+      expect(await page.locator('td.lease').count()).toBe(8);
+      // The refreshed table is escaped as the first was.
+      expect(await page.locator('td.key a', { hasText: '<img src=x' }).textContent()).toBe(evil);
+      expect(await page.locator('td.key img').count()).toBe(0);
 
       await link.click();
       await page.waitForURL(/\/record\?/);
