@@ -1,5 +1,21 @@
 import { StoreUnavailableError } from './errors.js';
 
+/**
+ * Where a store says why its operation is late (a registered symbol: two copies of idemkit agree).
+ * The sqlite store's operations queue in process behind the file's one writer: when one misses its
+ * deadline there, the store is busy, not unreachable, and the answer and the log line say so.
+ */
+export const EXPLAIN_LATE: unique symbol = Symbol.for('idemkit.explainLate') as never;
+
+/** Called when `operation` missed its `limitMs`: the error to reject with, or undefined for the generic one. */
+export type ExplainLate = (operation: string, limitMs: number) => Error | undefined;
+
+/** The store's `[EXPLAIN_LATE]`, if it has one (wrappers such as `instrumentStore` forward it). */
+export function lateExplainerOf(store: object): ExplainLate | undefined {
+  const explain = (store as { readonly [EXPLAIN_LATE]?: unknown })[EXPLAIN_LATE];
+  return typeof explain === 'function' ? (operation, limitMs) => (explain as ExplainLate).call(store, operation, limitMs) : undefined;
+}
+
 interface Entry {
   readonly deadline: number;
   expire(): void;
@@ -16,8 +32,11 @@ export class Deadlines {
   private readonly limitMs: number;
   private readonly tickMs: number;
 
-  constructor(limitMs: number) {
+  private readonly explain: ExplainLate | undefined;
+
+  constructor(limitMs: number, explain?: ExplainLate) {
     this.limitMs = limitMs;
+    this.explain = explain;
     this.tickMs = Math.max(1, Math.ceil(limitMs / 10));
   }
 
@@ -29,7 +48,7 @@ export class Deadlines {
     return new Promise<T>((resolve, reject) => {
       const entry: Entry = {
         deadline: Date.now() + this.limitMs,
-        expire: () => reject(new StoreUnavailableError(`store ${name} did not answer within ${this.limitMs} ms (option \`storeTimeoutMs\`)`)),
+        expire: () => reject(this.late(name)),
       };
       this.pending.add(entry);
       if (this.timer === undefined) {
@@ -46,6 +65,17 @@ export class Deadlines {
         },
       );
     });
+  }
+
+  /** Why `operation` is late: the store's explanation, or the generic timeout. */
+  private late(operation: string): Error {
+    let explained: Error | undefined;
+    try {
+      explained = this.explain?.(operation, this.limitMs);
+    } catch {
+      // An explanation that fails explains nothing: the generic timeout stands.
+    }
+    return explained ?? new StoreUnavailableError(`store ${operation} did not answer within ${this.limitMs} ms (option \`storeTimeoutMs\`)`);
   }
 
   private tick(): void {

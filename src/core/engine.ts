@@ -5,13 +5,14 @@ import {
   KeyInFlightError,
   KeyMismatchError,
   MissingKeyError,
+  StoreBusyError,
   StoreFullError,
   StoreSchemaMissingError,
   StoreUnavailableError,
 } from './errors.js';
 import type { FingerprintInput } from './fingerprint.js';
 import { fingerprint } from './fingerprint.js';
-import { Deadlines } from './deadlines.js';
+import { Deadlines, lateExplainerOf } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { EngineOptions, IdempotencyOptions, ResolvedOptions } from './options.js';
@@ -175,7 +176,7 @@ export class IdempotencyEngine<Req = unknown> {
     this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
     // storeTimeoutMs is never overridden: a derived engine bounds its store calls with its parent's timer.
     this.given = options;
-    this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs), keepers: new Map() };
+    this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs, lateExplainerOf(this.options.store)), keepers: new Map() };
     this.deadlines = this.shared.deadlines;
     this.headerName = this.options.header.toLowerCase();
     this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
@@ -428,9 +429,9 @@ export class IdempotencyEngine<Req = unknown> {
   private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {
     this.options.onError(error);
     if (this.options.failOpen) return { kind: 'pass', failOpen: true, body };
-    // A store that knows why it cannot serve says so: full (retry later) or never migrated (retrying
+    // A store that knows why it cannot serve says so: full or busy (retry later) or never migrated (retrying
     // cannot help). Anything else is the generic 503, whose detail tells the client nothing of the store.
-    if (error instanceof StoreFullError || error instanceof StoreSchemaMissingError) return { kind: 'reject', error };
+    if (error instanceof StoreFullError || error instanceof StoreBusyError || error instanceof StoreSchemaMissingError) return { kind: 'reject', error };
     return { kind: 'reject', error: new StoreUnavailableError(undefined, { cause: error }) };
   }
 }

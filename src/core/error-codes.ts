@@ -67,6 +67,12 @@ export const ERROR_CODES = {
     title: 'Idempotency store full',
     detail: 'The idempotency store has no room for a new key without forgetting an answer it still owes; the request was not executed. Retry with the same key after Retry-After.',
   }),
+  ERR_IDEMKIT_STORE_BUSY: http('StoreBusyError', {
+    status: 503,
+    slug: 'store-busy',
+    title: 'Idempotency store busy',
+    detail: "The idempotency store's writer is busy with another transaction; this request was not executed. Retry with the same key after Retry-After.",
+  }),
   ERR_IDEMKIT_EXECUTION_TIMEOUT: http('ExecutionTimeoutHttpError', { status: 503, slug: 'execution-timeout', title: 'The request ran past its time limit' }),
   // The Express middleware reading the request body.
   ERR_IDEMKIT_BODY_NOT_KEPT: core('BodyNotKeptError'),

@@ -181,6 +181,25 @@ export class StoreFullError extends IdempotencyHttpError {
 }
 
 /**
+ * 503 (store-busy): the store's one writer is held by another request's transaction (SQLite has one
+ * writer per file) for longer than this request could wait, so it was not executed. `message` says
+ * who holds the writer and the option to tune, for logs; the client is told the table's fixed
+ * detail and `Retry-After` (`retryAfterMs` rounded up to whole seconds).
+ */
+export class StoreBusyError extends IdempotencyHttpError {
+  static readonly code = 'ERR_IDEMKIT_STORE_BUSY' satisfies ErrorCode;
+  /** When the writer is likely free again, in ms (the `Retry-After` header rounds it up to whole seconds). */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, retryAfterMs = 1000, options?: { cause?: unknown }) {
+    const code = StoreBusyError.code;
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) }, cause: options?.cause }));
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
  * @deprecated The same error as `LeaseLostError` (one class per code): this name only builds one
  * from a cause, with the client's detail as its message. `instanceof` either name holds for both.
  */
@@ -316,12 +335,7 @@ export class InvalidKeyError extends IdempotencyHttpError {
   }
 }
 
-/**
- * 409: the first request with this key is still being processed. The hint goes out twice: as
- * `Retry-After` in whole seconds (at least 1, RFC 9110), which every client understands, and in
- * ms as the problem's `retryAfterMs` member, so a client that reads it (idemkit's) can come back
- * after 100 ms when the original takes 100 ms, not after the header's 1 s.
- */
+/** 409: the first request with this key is still being processed. */
 export class KeyInFlightError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_KEY_IN_FLIGHT' satisfies ErrorCode;
   /** When to try again, in ms (the `Retry-After` header rounds it up to whole seconds). */
@@ -333,7 +347,6 @@ export class KeyInFlightError extends IdempotencyHttpError {
       problemInit(KeyInFlightError.code, {
         detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
         headers: { 'retry-after': String(seconds) },
-        extensions: { retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)) },
       }),
     );
     this.retryAfterMs = retryAfterMs;

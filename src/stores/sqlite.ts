@@ -1,4 +1,5 @@
-import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { EXPLAIN_LATE } from '../core/deadlines.js';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreBusyError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type {
   AbandonedRecords,
   AdministrableStore,
@@ -246,6 +247,56 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   const columns = db.prepare(`SELECT name FROM pragma_table_info('${t}')`);
   const gate = gateFor(db);
 
+  /**
+   * The transaction of this store that holds the file's writer in this process, since when (store
+   * clock), and what it is: for the `store-busy` answer to an operation queued behind it.
+   */
+  let writer: { since: number; what: string } | undefined;
+  /** This store's operations waiting at the gate, behind an open transaction. */
+  let waiting = 0;
+  const queue = {
+    run<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+      waiting++;
+      return gate.run(() => {
+        waiting--;
+        return fn();
+      });
+    },
+    async lock(): Promise<() => void> {
+      waiting++;
+      try {
+        return await gate.lock();
+      } finally {
+        waiting--;
+      }
+    },
+  };
+  /**
+   * An operation queued behind an open transaction missed the middleware's `storeTimeoutMs`: the
+   * writer is busy. Retry-After is as long again as the holder has held the writer so far (nothing
+   * else is known of how long it will run; at least 1 s). The message stays the same from one
+   * request to the next, so the logger's once-a-minute limit holds.
+   */
+  const explainLate = (operation: string, limitMs: number): StoreBusyError | undefined => {
+    if (waiting === 0) return undefined;
+    const holder = writer === undefined ? "a transaction on the same Database that is not this store's (an idemkit/patterns executor's, or another sqlite store's)" : writer.what;
+    const heldMs = writer === undefined ? limitMs : Math.max(0, now() - writer.since);
+    return new StoreBusyError(
+      `sqlite store: the SQLite writer is busy: ${operation} waited longer than \`storeTimeoutMs\` (${limitMs} ms) behind ${holder}, which holds the file's one write lock. Transactions on one SQLite file run one at a time: keep each one short, raise \`storeTimeoutMs\` above the longest wait, or use PostgreSQL or MySQL for long transactional handlers (docs/stores/sqlite.md, "The one-writer limit")`,
+      Math.max(1_000, heldMs),
+    );
+  };
+  /** SQLITE_BUSY: another connection (another process, or a Database of the app's own) held the write lock for the whole busy timeout. */
+  const busyElsewhere = (operation: string, error: unknown): unknown => {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY')) return error;
+    return new StoreBusyError(
+      `sqlite store: the SQLite writer is busy: ${operation} waited its busy timeout (\`busyTimeoutMs\`${configure ? `, ${busyTimeoutMs} ms` : ''}) for the file's write lock, held by another connection (another process on the file, or a Database of your own); keep transactions short in every process on the file, or raise \`busyTimeoutMs\` (the wait blocks the event loop)`,
+      Math.max(1_000, busyTimeoutMs),
+      { cause: error },
+    );
+  };
+
   /** The file `database` is on; undefined for an in-memory or temporary database. */
   const fileOf = (): string | undefined => {
     const list = db.pragma('database_list') as Array<{ name: string; file: string }> | undefined;
@@ -325,10 +376,14 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   });
 
   /** Runs `fn` through the gate once `ref` is known to be storable: a refused ref rejects, never throws. */
-  const gated = <T>(ref: RecordRef, fn: () => T): Promise<T> =>
-    gate.run(() => {
+  const gated = <T>(ref: RecordRef, operation: string, fn: () => T): Promise<T> =>
+    queue.run(() => {
       checkRecordRef(ref);
-      return fn();
+      try {
+        return fn();
+      } catch (error) {
+        throw busyElsewhere(operation, error);
+      }
     });
 
   function claimNow(ref: RecordRef, fp: string, o: ClaimOptions): Claim {
@@ -365,7 +420,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     if (changed !== 1) throw new LeaseLostError();
   };
 
-  return {
+  const store: SqliteStore<DB> = {
     name: 'sqlite',
     maxResponseBytes,
     [TRANSACTION_JOIN]: {
@@ -384,7 +439,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       // `database` queue behind it (as behind the store's own transactions) instead of blocking
       // the event loop on the lock, and a direct write through `database` fails at once.
       async enter() {
-        const unlock = await gate.lock();
+        const unlock = await queue.lock();
         let restore: () => void;
         try {
           restore = failFastWhileOpen();
@@ -392,7 +447,9 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
           unlock();
           throw new StoreUnavailableError('sqlite store: could not prepare for a transaction', { cause: error });
         }
+        writer = { since: now(), what: "another request's transaction (through an ORM bridge)" };
         return () => {
+          writer = undefined;
           restore();
           unlock();
         };
@@ -400,31 +457,31 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     },
     migrate,
     async verify() {
-      const present = new Set(((await gate.run(() => columns.all())) as Array<{ name: string }>).map((row) => row.name));
+      const present = new Set(((await queue.run(() => columns.all())) as Array<{ name: string }>).map((row) => row.name));
       if (present.size === 0) throw new StoreSchemaMissingError('sqlite', [`table ${table}`], '`store.migrate()`');
       const missing = COLUMNS.filter((column) => !present.has(column));
       if (missing.length > 0) {
         throw new StoreSchemaMissingError('sqlite', missing.map((column) => `column ${table}.${column}`), `\`store.migrate()\` (it adds the columns a table of an earlier idemkit lacks), or a new table if ${table} is not idemkit's`);
       }
     },
-    exclusive: (fn) => gate.run(() => fn(db)),
+    exclusive: (fn) => queue.run(() => fn(db)),
     checkTransactions,
     close() {
       const opened = own;
       own = undefined;
       if (opened) (opened.conn as DB & { close?: () => unknown }).close?.();
     },
-    claim: (ref, fp, o) => gated(ref, () => claimNow(ref, fp, o)),
-    renew: (ref, token, leaseMs) => gated(ref, () => renew.run({ scope: ref.scope, key: ref.key, token, now: now(), lease: leaseMs }).changes === 1),
-    checkpoint: (ref, token, point, data) => gated(ref, () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
-    complete: (ref, token, response) => gated(ref, () => fenced(complete, completeParams(ref, token, response))),
-    release: (ref, token) => gated(ref, () => fenced(release, { scope: ref.scope, key: ref.key, token })),
-    get: (ref) => gated(ref, () => toRecord(ref, table, readRow(ref, table, selectRecord.get(ref)))),
-    reap: (limit = 1000) => gate.run(() => reap.run({ now: now(), limit }).changes),
+    claim: (ref, fp, o) => gated(ref, 'claim', () => claimNow(ref, fp, o)),
+    renew: (ref, token, leaseMs) => gated(ref, 'renew', () => renew.run({ scope: ref.scope, key: ref.key, token, now: now(), lease: leaseMs }).changes === 1),
+    checkpoint: (ref, token, point, data) => gated(ref, 'checkpoint', () => fenced(checkpoint, checkpointParams(ref, token, point, data))),
+    complete: (ref, token, response) => gated(ref, 'complete', () => fenced(complete, completeParams(ref, token, response))),
+    release: (ref, token) => gated(ref, 'release', () => fenced(release, { scope: ref.scope, key: ref.key, token })),
+    get: (ref) => gated(ref, 'get', () => toRecord(ref, table, readRow(ref, table, selectRecord.get(ref)))),
+    reap: (limit = 1000) => queue.run(() => reap.run({ now: now(), limit }).changes),
     admin: sqliteAdmin(db, table, now),
     async listAbandoned(limit = 100) {
       const max = checkInteger('limit', limit, { default: 100, min: 1 });
-      const rows = await gate.run(() => abandoned.all({ now: now(), limit: max }) as Array<Record<string, unknown>>);
+      const rows = await queue.run(() => abandoned.all({ now: now(), limit: max }) as Array<Record<string, unknown>>);
       return rows.map((raw) => {
         const { scope, key } = raw;
         if (typeof scope !== 'string' || typeof key !== 'string') throw new CorruptRecordError(`sqlite store: a record in ${table} has a scope or key that is not text`);
@@ -435,7 +492,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     async beginTransaction(): Promise<StoreTransaction<DB>> {
       const connection = ownConnection();
       const { conn } = connection;
-      const unlock = await gate.lock();
+      const unlock = await queue.lock();
       let restore: () => void;
       try {
         restore = failFastWhileOpen();
@@ -448,8 +505,10 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
         }
       } catch (error) {
         unlock();
-        throw new StoreUnavailableError('sqlite store: could not begin a transaction', { cause: error });
+        const busy = busyElsewhere('beginTransaction', error);
+        throw busy !== error ? busy : new StoreUnavailableError('sqlite store: could not begin a transaction', { cause: error });
       }
+      writer = { since: now(), what: "another request's transaction" };
       let active = true;
       const end = (sql: string) => {
         if (!active) return;
@@ -462,6 +521,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
           if (conn.inTransaction) conn.exec('ROLLBACK');
           throw error;
         } finally {
+          writer = undefined;
           restore();
           unlock();
         }
@@ -481,6 +541,8 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       };
     },
   };
+  // Kept off the documented type: the engine finds it by its symbol (deadlines.ts).
+  return Object.assign(store, { [EXPLAIN_LATE]: explainLate });
 }
 
 function isExpired(row: Row, time: number): boolean {

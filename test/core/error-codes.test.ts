@@ -37,6 +37,7 @@ import {
   PROBLEM_BASE,
   problemFor,
   RequestAbortedError,
+  StoreBusyError,
   StoreFullError,
   StoreUnavailableError,
   StoreUnavailableHttpError,
@@ -68,6 +69,7 @@ const samples = {
   ERR_IDEMKIT_LEASE_LOST: () => new LeaseLostError(),
   ERR_IDEMKIT_STORE_UNAVAILABLE: () => new StoreUnavailableError('postgres store: connection refused', { cause: new Error('ECONNREFUSED') }),
   ERR_IDEMKIT_STORE_FULL: () => new StoreFullError('memory store is full (maxRecords = 3): a new key is refused', 2500),
+  ERR_IDEMKIT_STORE_BUSY: () => new StoreBusyError('sqlite store: the SQLite writer is busy: claim waited longer than `storeTimeoutMs` (3000 ms)', 4200, { cause: new Error('queued') }),
   ERR_IDEMKIT_EXECUTION_TIMEOUT: () => new ExecutionTimeoutHttpError(5000, 'nothing'),
   ERR_IDEMKIT_BODY_NOT_KEPT: () => new BodyNotKeptError('read before'),
   ERR_IDEMKIT_REQUEST_ABORTED: () => new RequestAbortedError('aborted'),
@@ -224,6 +226,14 @@ describe('the error table', () => {
     expect(missing.message).toBe('postgres store: missing table public.t; run `await store.migrate()`');
     expect(problemFor(missing)?.type).toBe('urn:idemkit:problem:store-schema-missing');
     expect(problemFor(missing)?.detail).not.toMatch(/public\.t|migrate\(\)/);
+  });
+
+  it('store-busy says when to retry (rounded up to whole seconds), and tells the client nothing of the store', () => {
+    const busy = samples.ERR_IDEMKIT_STORE_BUSY();
+    expect(busy).toMatchObject({ status: 503, slug: 'store-busy', retryAfterMs: 4200, headers: { 'retry-after': '5' } });
+    expect(busy.message).toMatch(/SQLite writer is busy/);
+    expect(problemFor(busy)?.detail).not.toMatch(/SQLite|storeTimeoutMs/);
+    expect(new StoreBusyError('busy', 10).headers).toEqual({ 'retry-after': '1' });
   });
 
   it('every error class the entry points export is in the table, a base, or an old name of one', () => {
