@@ -2,12 +2,12 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**', 'test/orm/prisma/generated/**', 'examples/prisma/generated/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.prof/**', 'bench/results/**', 'test/orm/prisma/generated/**', 'examples/prisma/generated/**', '.stryker-tmp/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     // Typed rules: a promise nobody awaits or catches is a failure nobody hears of.
-    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'scripts/*.mjs', 'scripts/stubs/*/*.js'] }, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'stryker.config.mjs', 'scripts/*.mjs', 'scripts/stubs/*/*.js'] }, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',

@@ -1,0 +1,17 @@
+// The unit tests `npm run test:mutation` runs against each mutant (stryker.config.mjs): pure logic
+// and the engine on the memory store, with no service to reach, so a mutant's run is short.
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.js';
+
+export default defineConfig({
+  ...base,
+  test: {
+    ...base.test,
+    // Replaces the base's include (mergeConfig would append to it).
+    include: [
+      'test/core/{key,fingerprint,canonical-json,option-reader,decide,execution,lease,timeout,options,events}.test.ts',
+      'test/client/*.test.ts',
+      'test/fuzz/{key,canonical-json,retry-after}.test.ts',
+    ],
+  },
+});
