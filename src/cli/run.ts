@@ -2,6 +2,7 @@
 import { main as checkMain } from '../check/cli.js';
 import type { StoreCommand } from './admin.js';
 import { STORE_COMMANDS, runStoreCommand } from './admin.js';
+import { quoted } from './terminal.js';
 import { runUi } from './ui.js';
 
 export const USAGE = `Usage: idemkit <command>
@@ -35,6 +36,6 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   if (command === 'check') return checkMain(argv, io);
   if (command === 'ui') return runUi(rest, io);
   if ((STORE_COMMANDS as readonly string[]).includes(command)) return runStoreCommand(command as StoreCommand, rest, io);
-  io.err(`idemkit: unknown command "${command}"\n\n${USAGE}`);
+  io.err(`idemkit: unknown command ${quoted(command)}\n\n${USAGE}`);
   return 2;
 }

@@ -450,6 +450,7 @@ describe('idemkit store commands: errors are one line, exit code 2, never a stac
       [['list', '--table', 'x; drop', '--store', 'sqlite:/nonexistent.db'], /^idemkit list: --table: expected a plain SQL identifier, got "x; drop"$/m],
       [['list', '--table', 'x; drop', '--store', 'postgres://127.0.0.1:1/x'], /^idemkit list: --table: expected a plain lower-case SQL identifier/m],
       [['frobnicate'], /^idemkit: unknown command "frobnicate"/],
+      [['frob\x1b]0;x\x07'], /^idemkit: unknown command "frob\\u001b\]0;x\\u0007"$/m],
     ];
     for (const [args, message] of cases) {
       const run = await inProcess([...args, ...(args.includes('--store') || args[0] === 'frobnicate' ? [] : ['--store', 'sqlite:/nonexistent.db'])]);
