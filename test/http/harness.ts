@@ -68,6 +68,12 @@ export interface FrameworkQuirks {
    * and replayed byte for byte.
    */
   readonly failedStreamStatus?: number;
+  /**
+   * The status the framework's own JSON parser answers, before the key is claimed, to a body sent
+   * as `application/json` that does not parse (Express's and Fastify's parsers, Nest's on either,
+   * the Koa adapter's): 400. Without it (Web, Hono) idemkit reads the bytes and fingerprints them raw.
+   */
+  readonly unparsableJsonStatus?: number;
 }
 
 /** What `POST /throw-value/:kind` throws. */

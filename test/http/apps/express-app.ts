@@ -101,7 +101,7 @@ async function createApp(lib: typeof express, options: HarnessOptions, state: Ap
     res.write(PARTIAL_CHUNK);
     throw new Error('boom');
   });
-  return { ...(await listenServer(createServer(app))), quirks: { falsyThrowIsNext: true } };
+  return { ...(await listenServer(createServer(app))), quirks: { falsyThrowIsNext: true, unparsableJsonStatus: 400 } };
 }
 
 export const createExpressApp: AppFactory = async (options, state) => createApp(express, options, state);

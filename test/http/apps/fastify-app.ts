@@ -97,5 +97,5 @@ export const createFastifyApp: AppFactory = async (options, state) => {
   });
 
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  return { url, close: () => app.close() };
+  return { url, close: () => app.close(), quirks: { unparsableJsonStatus: 400 } };
 };

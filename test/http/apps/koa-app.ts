@@ -140,10 +140,10 @@ export async function createKoaAppWith(options: HarnessOptions, state: Parameter
   extra?.(app, router);
   app.use(router.routes());
   const handle = app.callback();
-  return { idem, ...(await listenServer(createServer((req, res) => void handle(req, res)))) };
+  return { idem, ...(await listenServer(createServer((req, res) => void handle(req, res)))), quirks: { unparsableJsonStatus: 400 } };
 }
 
 export const createKoaApp: AppFactory = async (options, state) => {
-  const { url, close } = await createKoaAppWith(options, state);
-  return { url, close };
+  const { url, close, quirks } = await createKoaAppWith(options, state);
+  return { url, close, quirks };
 };

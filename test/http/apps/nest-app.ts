@@ -198,7 +198,7 @@ export const createNestExpressApp: AppFactory = async (options, state) => {
     forceCloseConnections: true,
   });
   app.useBodyParser('text');
-  return { ...(await listenNest(app)), quirks: { failedStreamStatus: 400 } };
+  return { ...(await listenNest(app)), quirks: { failedStreamStatus: 400, unparsableJsonStatus: 400 } };
 };
 
 export const createNestFastifyApp: AppFactory = async (options, state) => {
@@ -212,5 +212,5 @@ export const createNestFastifyApp: AppFactory = async (options, state) => {
     .getHttpAdapter()
     .getInstance()
     .addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-  return listenNest(app);
+  return { ...(await listenNest(app)), quirks: { unparsableJsonStatus: 400 } };
 };
