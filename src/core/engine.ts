@@ -11,7 +11,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import type { FingerprintInput } from './fingerprint.js';
-import { fingerprint } from './fingerprint.js';
+import { FINGERPRINT_VERSION, fieldsDigest, fingerprint, fingerprintForm } from './fingerprint.js';
 import { Deadlines, lateExplainerOf } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
@@ -22,6 +22,7 @@ import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, 
 import { REPRESENTATION_HEADERS } from './response.js';
 import { isReservedScope } from './namespaces.js';
 import { Execution } from './execution.js';
+import type { ExecutionGuard } from './execution.js';
 import type { EventSink } from './events.js';
 import { since } from './events.js';
 
@@ -108,11 +109,21 @@ const LEASE_TICKS = 3;
  */
 export type EngineOverrides<Req = unknown> = Pick<
   IdempotencyOptions<Req>,
-  'required' | 'leaseMs' | 'inFlight' | 'waitTimeoutMs' | 'retryAfterMs' | 'scope' | 'fingerprintFields'
+  'required' | 'leaseMs' | 'inFlight' | 'waitTimeoutMs' | 'retryAfterMs' | 'scope' | 'previousScope' | 'fingerprintFields' | 'previousFingerprintFields'
 >;
 
 /** The options one route may override (`EngineOverrides`), as each adapter's per-route settings read them. */
-export const ROUTE_OPTIONS = ['required', 'leaseMs', 'inFlight', 'waitTimeoutMs', 'retryAfterMs', 'scope', 'fingerprintFields'] as const satisfies ReadonlyArray<
+export const ROUTE_OPTIONS = [
+  'required',
+  'leaseMs',
+  'inFlight',
+  'waitTimeoutMs',
+  'retryAfterMs',
+  'scope',
+  'previousScope',
+  'fingerprintFields',
+  'previousFingerprintFields',
+] as const satisfies ReadonlyArray<
   keyof EngineOverrides
 >;
 
@@ -166,6 +177,8 @@ export class IdempotencyEngine<Req = unknown> {
   private readonly shared: Shared;
   /** The options as given, which `withOverrides` overrides. */
   private readonly given: EngineOptions<Req>;
+  /** The field lists this engine can fingerprint a retry with, by their digest (`fingerprintFields`, `previousFingerprintFields`). */
+  private readonly knownFields: ReadonlyMap<string, readonly string[]>;
 
   /** `naming` and `parent` are `withOverrides`'s: call it rather than passing them. */
   constructor(options: EngineOptions<Req>, naming?: ReaderSettings, parent?: IdempotencyEngine<Req>) {
@@ -179,6 +192,9 @@ export class IdempotencyEngine<Req = unknown> {
     this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs, lateExplainerOf(this.options.store)), keepers: new Map() };
     this.deadlines = this.shared.deadlines;
     this.headerName = this.options.header.toLowerCase();
+    const knownFields = new Map<string, readonly string[]>();
+    for (const fields of [this.options.fingerprintFields, this.options.previousFingerprintFields]) if (fields) knownFields.set(fieldsDigest(fields), fields);
+    this.knownFields = knownFields;
     this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
     // Ticks every third of a lease: renews leases (unless renewLease is off), and asks each
     // adapter's check whether an answer went out without us (Execution.watch).
@@ -284,22 +300,8 @@ export class IdempotencyEngine<Req = unknown> {
       if (!(error instanceof IdempotencyHttpError)) throw error;
       return this.rejected(error, method, request, reader);
     }
-    if (typeof scope !== 'string') throw new TypeError('The `scope` option must return a string');
-    // A lone surrogate cannot be stored as text losslessly (pg turns it into U+FFFD, so two
-    // tenants would share records): such a scope is refused before anything is claimed.
-    if (!scope.isWellFormed()) {
-      return this.rejected(new InvalidScopeError('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)'), method, request, reader);
-    }
-    // Scopes starting with U+001F hold idemkit's own records (consume-once messages): no request
-    // may address them, whatever its tenant id is.
-    if (isReservedScope(scope)) {
-      return this.rejected(
-        new InvalidScopeError('the `scope` hook returned a scope that starts with U+001F, which idemkit reserves for its own records'),
-        method,
-        request,
-        reader,
-      );
-    }
+    const invalid = invalidScope(scope, 'scope');
+    if (invalid !== undefined) return this.rejected(invalid, method, request, reader);
     const ref: RecordRef = { scope, key };
     const facts: RequestFacts = { method, path: reader.path(request), contentType: reader.contentType(request), body: body.body, parsedJson: body.parsedJson };
     const fp = fingerprint(facts, { fields: options.fingerprintFields });
@@ -307,42 +309,69 @@ export class IdempotencyEngine<Req = unknown> {
     const { events } = options;
     let pollMs = WAIT_POLL_MIN_MS;
     for (;;) {
-      let claim: Claim;
+      let claim: Claim | OtherSettings;
       // Only a listener makes the engine read a clock for it.
       const claimedFrom = events === undefined ? 0 : performance.now();
       try {
-        claim = await this.deadlines.bound(
-          options.store.claim(ref, fp, this.claimOptions),
-          'claim',
-          // The client already got its 503: a claim that lands later must not block its retry for a lease.
-          (late) => {
-            if (late.kind === 'acquired') this.giveBack(ref, late).catch(options.onError);
-          },
-        );
+        claim = await this.claimAs(ref, fp, facts);
       } catch (error) {
-        // A scope the store cannot keep (too long for its column, say) is the request's problem,
-        // not an outage: never a 503, and never a reason for failOpen to run unprotected.
-        if (error instanceof InvalidRecordRefError && error.field === 'scope') return this.rejected(new InvalidScopeError(error.reason), method, request, reader);
-        if (events?.wants('storeError')) events.emit('storeError', { operation: 'claim', error, request: events.request(scope, key, method, facts.path) });
-        return this.storeDown(error, body);
+        return this.claimFailed(error, ref, method, facts, request, reader, body);
+      }
+      // The record this request is answered from, and the previous scope's record held meanwhile.
+      let at = ref;
+      let guard: ExecutionGuard | undefined;
+      if (claim.kind === 'acquired' && !claim.takeover && options.previousScope !== undefined) {
+        // A new key under this scope may have been used under the scope this deployment replaced:
+        // claiming it there too (not a read) orders this request with instances still on the old
+        // hook, so at most one of them runs (docs/semantics.md, "Mixed deployments").
+        let previous: string;
+        try {
+          const scoped = options.previousScope(body.request ?? request);
+          previous = typeof scoped === 'string' ? scoped : await scoped;
+          const invalid = invalidScope(previous, 'previousScope');
+          if (invalid !== undefined) throw invalid;
+        } catch (error) {
+          await this.giveBack(ref, claim).catch(options.onError);
+          if (!(error instanceof IdempotencyHttpError)) throw error;
+          return this.rejected(error, method, request, reader);
+        }
+        if (previous !== scope) {
+          const old: RecordRef = { scope: previous, key };
+          let found: Claim | OtherSettings;
+          try {
+            found = await this.claimAs(old, fp, facts);
+          } catch (error) {
+            await this.giveBack(ref, claim).catch(options.onError);
+            return this.claimFailed(error, old, method, facts, request, reader, body);
+          }
+          if (found.kind === 'acquired' && !found.takeover) {
+            guard = { ref: old, token: found.token };
+          } else {
+            // The key was used under the previous scope: answered from that record (a take-over
+            // of it runs there, resuming from its recovery point), and this scope's claim undone.
+            await this.giveBack(ref, claim).catch(options.onError);
+            claim = found;
+            at = old;
+          }
+        }
       }
       switch (claim.kind) {
         case 'completed':
           if (events?.wants('replay')) {
-            const who = events.request(scope, key, method, facts.path);
+            const who = events.request(at.scope, key, method, facts.path);
             events.emit('replay', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: claim.response.status, storeMs: since(claimedFrom) });
           }
           return { kind: 'replay', response: claim.response };
         case 'mismatch':
           if (events?.wants('mismatch')) {
-            const who = events.request(scope, key, method, facts.path);
+            const who = events.request(at.scope, key, method, facts.path);
             events.emit('mismatch', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 422, storeMs: since(claimedFrom) });
           }
-          return { kind: 'reject', error: new KeyMismatchError() };
+          return { kind: 'reject', error: new KeyMismatchError('otherSettings' in claim ? OTHER_SETTINGS_DETAIL : undefined) };
         case 'acquired':
-          if (events !== undefined) this.acquired(events, claim, facts, ref, since(claimedFrom));
-          if (options.transactional) return this.startTransactionalExecution(ref, claim, body, facts);
-          return { kind: 'execute', execution: new Execution(options, ref, claim, undefined, this.keeper, this.deadlines, facts), body };
+          if (events !== undefined) this.acquired(events, claim, facts, at, since(claimedFrom));
+          if (options.transactional) return this.startTransactionalExecution(at, claim, body, facts, guard);
+          return { kind: 'execute', execution: new Execution(options, at, claim, undefined, this.keeper, this.deadlines, facts, guard), body };
         case 'in_flight': {
           const remaining = deadline - Date.now();
           if (options.inFlight === 'conflict' || remaining <= 0) {
@@ -350,7 +379,7 @@ export class IdempotencyEngine<Req = unknown> {
             // left of its lease: after that a retry takes over anyway.
             const retryAfterMs = Math.min(options.retryAfterMs, claim.retryAfterMs);
             if (events?.wants('conflict')) {
-              const who = events.request(scope, key, method, facts.path);
+              const who = events.request(at.scope, key, method, facts.path);
               events.emit('conflict', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 409, retryAfterMs, storeMs: since(claimedFrom) });
             }
             return { kind: 'reject', error: new KeyInFlightError(retryAfterMs) };
@@ -362,6 +391,84 @@ export class IdempotencyEngine<Req = unknown> {
         }
       }
     }
+  }
+
+  /**
+   * Claims `ref` with this request's fingerprint. When the store answers mismatch, the record may
+   * have been made with other fingerprint settings (another instance, or a deploy that changed
+   * `fingerprintFields`): its stored fingerprint says how it was made, and the request is checked
+   * that way. Same request by the record's own measure: claimed again with the record's
+   * fingerprint, so the store decides atomically as for any retry. A different request: mismatch.
+   * Settings this engine does not know: mismatch, saying so.
+   */
+  private async claimAs(ref: RecordRef, fp: string, facts: RequestFacts): Promise<Claim | OtherSettings> {
+    const claim = await this.claimOnce(ref, fp);
+    if (claim.kind !== 'mismatch') return claim;
+    const { store, onError } = this.options;
+    let stored: string | undefined;
+    try {
+      stored = (await this.deadlines.bound(store.get(ref), 'get'))?.fingerprint;
+    } catch (error) {
+      // The claim's answer stands: a mismatch by this engine's settings.
+      onError(error);
+      return claim;
+    }
+    if (stored === undefined || stored === fp) return claim;
+    const theirs = this.fingerprintLike(stored, facts);
+    if (theirs === undefined) return OTHER_SETTINGS;
+    return theirs === stored ? this.claimOnce(ref, theirs) : claim;
+  }
+
+  private claimOnce(ref: RecordRef, fp: string): Promise<Claim> {
+    return this.deadlines.bound(
+      this.options.store.claim(ref, fp, this.claimOptions),
+      'claim',
+      // The client already got its 503: a claim that lands later must not block its retry for a lease.
+      (late) => {
+        if (late.kind === 'acquired') this.giveBack(ref, late).catch(this.options.onError);
+      },
+    );
+  }
+
+  /**
+   * This request's fingerprint made the way `stored` was, or undefined when that way is unknown
+   * here (another field list, an earlier release's form). A `v2:<hex>` fingerprint is the whole
+   * body, or, written by a release before the form named its fields, a field list this engine
+   * knows: each is tried, and a match is returned in the stored form.
+   */
+  private fingerprintLike(stored: string, facts: RequestFacts): string | undefined {
+    const form = fingerprintForm(stored);
+    if (form === undefined) return undefined;
+    if (form.fieldsDigest !== undefined) {
+      const fields = this.knownFields.get(form.fieldsDigest);
+      return fields === undefined ? undefined : fingerprint(facts, { fields });
+    }
+    const whole = fingerprint(facts);
+    if (whole === stored) return whole;
+    for (const fields of this.knownFields.values()) {
+      const made = fingerprint(facts, { fields });
+      const bare = `${FINGERPRINT_VERSION}:${made.slice(made.lastIndexOf(':') + 1)}`;
+      if (bare === stored) return bare;
+    }
+    return whole;
+  }
+
+  /** A claim that threw: a scope the store cannot keep is the request's problem; anything else an outage. */
+  private claimFailed<Body extends RequestBody<Req>>(
+    error: unknown,
+    ref: RecordRef,
+    method: string,
+    facts: RequestFacts,
+    request: Req,
+    reader: RequestReader<Req, Body>,
+    body: Body,
+  ): Decision<Req, Body> {
+    // A scope the store cannot keep (too long for its column, say) is the request's problem,
+    // not an outage: never a 503, and never a reason for failOpen to run unprotected.
+    if (error instanceof InvalidRecordRefError && error.field === 'scope') return this.rejected(new InvalidScopeError(error.reason), method, request, reader);
+    const { events } = this.options;
+    if (events?.wants('storeError')) events.emit('storeError', { operation: 'claim', error, request: events.request(ref.scope, ref.key, method, facts.path) });
+    return this.storeDown(error, body);
   }
 
   /** Tells `execute` (and `takeover`) listeners about a claim. */
@@ -394,6 +501,7 @@ export class IdempotencyEngine<Req = unknown> {
     claim: Extract<Claim, { kind: 'acquired' }>,
     body: Body,
     facts: RequestFacts,
+    guard: ExecutionGuard | undefined,
   ): Promise<Decision<Req, Body>> {
     const store = this.options.store as TransactionalStore;
     let transaction: StoreTransaction<unknown>;
@@ -404,13 +512,14 @@ export class IdempotencyEngine<Req = unknown> {
       transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     } catch (error) {
       await this.giveBack(ref, claim).catch(this.options.onError);
+      if (guard !== undefined) await this.options.store.release(guard.ref, guard.token).catch(this.options.onError);
       const { events } = this.options;
       if (events?.wants('storeError')) {
         events.emit('storeError', { operation: 'beginTransaction', error, request: events.request(ref.scope, ref.key, facts.method, facts.path) });
       }
       return this.storeDown(error, body);
     }
-    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines, facts), body };
+    return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines, facts, guard), body };
   }
 
   /**
@@ -434,6 +543,30 @@ export class IdempotencyEngine<Req = unknown> {
     if (error instanceof StoreFullError || error instanceof StoreBusyError || error instanceof StoreSchemaMissingError) return { kind: 'reject', error };
     return { kind: 'reject', error: new StoreUnavailableError(undefined, { cause: error }) };
   }
+}
+
+/** A mismatch whose record was made with fingerprint settings this engine does not know. */
+interface OtherSettings {
+  readonly kind: 'mismatch';
+  readonly otherSettings: true;
+}
+const OTHER_SETTINGS: OtherSettings = Object.freeze({ kind: 'mismatch', otherSettings: true });
+
+const OTHER_SETTINGS_DETAIL =
+  'This key was already used, and its record was made with fingerprint settings this server does not know (another `fingerprintFields`, or an earlier release), so it cannot tell whether this is the same request. Use a new key for a new operation; to get the stored answer, retry through a server with the settings the key was first used with.';
+
+/** Why a scope cannot be used, or undefined when it can. */
+function invalidScope(scope: unknown, option: 'scope' | 'previousScope'): InvalidScopeError | undefined {
+  if (typeof scope !== 'string') throw new TypeError(`The \`${option}\` option must return a string`);
+  // A lone surrogate cannot be stored as text losslessly (pg turns it into U+FFFD, so two
+  // tenants would share records): such a scope is refused before anything is claimed.
+  if (!scope.isWellFormed()) return new InvalidScopeError(`the \`${option}\` hook returned ill-formed UTF-16 (a lone surrogate)`);
+  // Scopes starting with U+001F hold idemkit's own records (consume-once messages): no request
+  // may address them, whatever its tenant id is.
+  if (isReservedScope(scope)) {
+    return new InvalidScopeError(`the \`${option}\` hook returned a scope that starts with U+001F, which idemkit reserves for its own records`);
+  }
+  return undefined;
 }
 
 function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {

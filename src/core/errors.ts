@@ -357,10 +357,11 @@ export class KeyInFlightError extends IdempotencyHttpError {
 export class KeyMismatchError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_KEY_MISMATCH' satisfies ErrorCode;
 
-  constructor() {
+  /** `detail`: why, when it is not the usual different payload (a record made with other fingerprint settings). */
+  constructor(detail?: string) {
     super(
       problemInit(KeyMismatchError.code, {
-        detail: 'This key was already used with a different request payload; use a new key for a new operation.',
+        detail: detail ?? 'This key was already used with a different request payload; use a new key for a new operation.',
       }),
     );
   }

@@ -92,6 +92,17 @@ export interface FencedTransaction<Tx = unknown> {
   rollback(): Promise<void>;
 }
 
+/**
+ * A second claim an execution holds while it runs: the same key under the scope a deployment
+ * replaced (`previousScope`), so that instances still on the old hook answer 409 meanwhile and
+ * replay afterwards. Renewed with the execution's own claim, completed with its answer (outside
+ * any transaction, after it) or released when it ends without one.
+ */
+export interface ExecutionGuard {
+  readonly ref: RecordRef;
+  readonly token: string;
+}
+
 /** What the deprecated `Execution.watchResponse` reads of a Node ServerResponse. */
 export interface WatchedResponse {
   readonly writableFinished: boolean;
@@ -129,6 +140,9 @@ export class Execution {
    * Its lease is given back instead, so the retry takes it over at once and resumes (docs/model.md).
    */
   private progress: boolean;
+  private readonly guard: ExecutionGuard | undefined;
+  /** The answer this execution's own record now holds (stored, or committed), for the guard. */
+  private kept: StoredResponse | undefined;
 
   constructor(
     options: ResolvedOptions<never>,
@@ -138,8 +152,10 @@ export class Execution {
     keeper: LeaseKeeper,
     deadlines: Deadlines,
     origin?: RequestOrigin,
+    guard?: ExecutionGuard,
   ) {
     this.options = options;
+    this.guard = guard;
     this.origin = origin;
     this.claimedAt = options.events === undefined ? 0 : performance.now();
     this.keeper = keeper;
@@ -247,6 +263,8 @@ export class Execution {
     }
     const { store, leaseMs, onError, renewLease } = this.options;
     if (!renewLease) return;
+    // The guard's lease must not run out while this one is held: an old instance would take it over and run.
+    if (this.guard !== undefined) store.renew(this.guard.ref, this.guard.token, leaseMs).catch(onError);
     store.renew(this.ref, this.token, leaseMs).then(
       (ok) => {
         if (!ok) {
@@ -310,9 +328,15 @@ export class Execution {
     if (this.finished) return undefined;
     this.end();
     const { events } = this.options;
-    if (events === undefined) return this.complete(response, threw);
+    if (events === undefined) {
+      if (this.guard === undefined) return this.complete(response, threw);
+      const outcome = await this.complete(response, threw);
+      await this.closeGuard();
+      return outcome;
+    }
     const answeredAt = performance.now();
     const outcome = await this.complete(response, threw, events);
+    if (this.guard !== undefined) await this.closeGuard();
     const { scope, key, method, path } = this.who(events);
     // The fields by name: `{ ...who, more }` costs microseconds on Node 20 (docs/performance.md).
     events.emit('complete', {
@@ -356,10 +380,15 @@ export class Execution {
     this.outcome = (response.body?.byteLength ?? 0) > store.maxResponseBytes ? 'omitted' : 'stored';
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').catch((error: unknown) => {
-        onError(error);
-        if (events !== undefined) this.completionFailed(events, error);
-      });
+      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').then(
+        () => {
+          this.kept = response;
+        },
+        (error: unknown) => {
+          onError(error);
+          if (events !== undefined) this.completionFailed(events, error);
+        },
+      );
       return undefined;
     }
     try {
@@ -368,6 +397,7 @@ export class Execution {
       // A commit that times out may still land: the 503 then means "unknown, retry with the same
       // key", and the retry replays or, after the lease, takes over a record that never completed.
       await this.deadlines.bound(tx.commit(), 'commit');
+      this.kept = response;
       return undefined;
     } catch (error) {
       await this.deadlines.bound(tx.rollback(), 'rollback').catch(() => {});
@@ -399,6 +429,22 @@ export class Execution {
     return events.request(this.ref.scope, this.ref.key, this.origin?.method ?? '', this.origin?.path ?? '');
   }
 
+  /**
+   * Ends the guard (`previousScope`'s record) as this execution ended: completed with the answer
+   * its own record holds, so an instance on the old hook replays it; released otherwise, since
+   * nothing is stored under either scope (a suspended record's progress stays under its own).
+   */
+  private async closeGuard(): Promise<void> {
+    const guard = this.guard!;
+    const { store, onError } = this.options;
+    const kept = this.kept;
+    const closing = kept === undefined ? store.release(guard.ref, guard.token) : store.complete(guard.ref, guard.token, kept);
+    await this.deadlines.bound(closing, kept === undefined ? 'release' : 'complete').catch((error: unknown) => {
+      // A stale token on a release: nothing of ours is left there.
+      if (!(kept === undefined && error instanceof LeaseLostError)) onError(error);
+    });
+  }
+
   /** Ends the execution without a result (the handler was abandoned before producing one). */
   async abort(): Promise<void> {
     if (this.finished) return;
@@ -408,6 +454,7 @@ export class Execution {
       this.outcome = 'suspended';
       await this.yieldLease();
     } else await this.letGo();
+    if (this.guard !== undefined) await this.closeGuard();
     const { events } = this.options;
     if (events?.wants('complete')) {
       const handlerMs = since(this.claimedAt);

@@ -30,12 +30,39 @@ export interface FingerprintOptions {
 }
 
 /**
- * The version of the fingerprint's form, written in front of every fingerprint (`v2:<hex>`). A
- * fingerprint of another version never equals one of this version, so a record written before an
- * upgrade that changed the form answers a retry with 422 rather than compare unlike things.
+ * The version of the fingerprint's form, written in front of every fingerprint (`v2:<hex>`, or
+ * `v2:<fields digest>:<hex>` under `fingerprintFields`). A fingerprint of another version never
+ * equals one of this version, so a record written before an upgrade that changed the form answers
+ * a retry with 422 rather than compare unlike things.
  * v1 (no prefix): no media type, numbers compared as doubles.
  */
 export const FINGERPRINT_VERSION = 'v2';
+
+/**
+ * How a stored fingerprint was computed, read from its form: `fieldsDigest` is the digest of the
+ * `fingerprintFields` it was made with (see `fieldsDigest`), or undefined for `v2:<hex>`, which is
+ * the whole body (or, from a release before the digest was written, possibly some field list).
+ * Undefined for a form this release does not write (v1's bare hex, anything else).
+ */
+export function fingerprintForm(stored: string): { readonly fieldsDigest: string | undefined; readonly hex: string } | undefined {
+  const match = FORM.exec(stored);
+  return match === null ? undefined : { fieldsDigest: match[1], hex: match[2]! };
+}
+const FORM = /^v2:(?:([0-9a-f]{16}):)?([0-9a-f]{64})$/;
+
+/**
+ * The digest a fingerprint made with these `fingerprintFields` carries: 16 hex digits of the
+ * SHA-256 of the sorted list (the fingerprint hashes the fields in sorted order, so the order they
+ * are listed in changes neither). It only names the settings: two lists that shared a digest would
+ * still have to produce equal hashes of the request before anything is replayed.
+ */
+export function fieldsDigest(fields: readonly string[]): string {
+  let known = digests.get(fields);
+  if (known === undefined) digests.set(fields, (known = hash('sha256', JSON.stringify([...fields].sort()), 'hex').slice(0, 16)));
+  return known;
+}
+// Keyed by the options' own array: a request does not hash the list again.
+const digests = new WeakMap<readonly string[], string>();
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -69,8 +96,16 @@ let lastMediaTypeField = '"application/json"';
  * their exact decimal value: see canonicalNumber), so key order, whitespace and number spelling do
  * not matter; anything else, including a body that claims JSON but does not parse, is hashed as raw
  * bytes. Never throws: a value a parser produced is encoded whatever it holds (see canonicalJson).
+ * With `fields`, the form says so: `v2:<fieldsDigest(fields)>:<hex>`, whatever the body, so that an
+ * instance with other settings can tell how a stored fingerprint was made and check a retry that way.
  */
 export function fingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
+  const { fields } = options;
+  const made = bodyFingerprint(input, fields);
+  return fields === undefined ? made : `${FINGERPRINT_VERSION}:${fieldsDigest(fields)}${made.slice(FINGERPRINT_VERSION.length)}`;
+}
+
+function bodyFingerprint(input: FingerprintInput, fields: readonly string[] | undefined): string {
   // Canonical JSON is hashed one-shot as one string: for bodies of that size a Hash object with
   // several update() calls costs more than the hashing itself.
   const { contentType, body, parsedJson } = input;
@@ -79,13 +114,13 @@ export function fingerprint(input: FingerprintInput, options: FingerprintOptions
   if (body.byteLength === 0 && parsedJson !== undefined) {
     // The bytes are gone; the parsed value stands in for them.
     const { value } = parsedJson;
-    if (json) return digest(`${head}json\n${canonicalJson(options.fields ? selectFields(value, options.fields) : value)}`);
+    if (json) return digest(`${head}json\n${canonicalJson(fields ? selectFields(value, fields) : value)}`);
     if (typeof value === 'string') return digest(`${head}raw\n${value}`);
     if (value instanceof Uint8Array) return rawDigest(head, value);
     return digest(`${head}value\n${canonicalJson(value)}`);
   }
   if (json) {
-    const canonical = canonicalJsonBody(body, options.fields, parsedJson);
+    const canonical = canonicalJsonBody(body, fields, parsedJson);
     if (canonical !== undefined) return digest(`${head}json\n${canonical}`);
   }
   return rawDigest(head, body);

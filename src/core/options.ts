@@ -4,6 +4,7 @@ import type { KeyPolicy } from './key.js';
 import type { IdempotencyLogger } from './logger.js';
 import { consoleLogger, FailureReporter } from './logger.js';
 import type { ReaderSettings } from './option-reader.js';
+import type { OptionReader } from './option-reader.js';
 import { isHttpToken, optionReader } from './option-reader.js';
 import type { IdempotencyStore, TransactionalStore } from './store.js';
 import { isTransactionalStore } from './store.js';
@@ -51,21 +52,50 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
   /**
    * The tenant a key belongs to, typically the authenticated account; the stored key is always
    * (scope, key), so two tenants never share records. Throw an `IdempotencyHttpError` to refuse.
+   *
+   * **Changing it re-executes every retry still inside its window** (a deploy that adds or changes
+   * this hook, or two instances with different hooks on one store): the retry's (scope, key) is a
+   * new record, so the handler runs again and answers as if it were the first request. Unless
+   * `previousScope` is set to the old hook for one `windowMs` (docs/semantics.md, "Mixed deployments").
    * @default () => '' (one global scope: use only when keys come from a single trusted client)
    */
   readonly scope?: (request: Req) => string | Promise<string>;
   /**
+   * The `scope` hook this deployment replaces, for one retention window after the change: a
+   * request whose key is new under `scope` is first looked up under this scope (a claim, so
+   * instances still on the old hook are ordered with it), and answered from a record found there
+   * (replay, 409, 422) instead of running again. While the handler runs, the old scope's record is
+   * held too and gets the same stored answer, so instances still on the old hook replay it. Costs
+   * one more claim (and its completion) per new key. Remove it `windowMs` after the last instance
+   * with the old hook stopped. See docs/semantics.md, "Mixed deployments".
+   * @default undefined (no previous scope)
+   */
+  readonly previousScope?: (request: Req) => string | Promise<string>;
+  /**
    * Fingerprint only these JSON body fields (dotted paths). Method and path are always included.
+   * The stored fingerprint names its field list by a digest (`v2:<digest>:<hex>`): an instance with
+   * other settings checks a retry the way its record was made when it knows that list (its own, or
+   * `previousFingerprintFields`), and otherwise answers 422 saying the settings differ.
    * @default undefined (the whole body)
    */
   readonly fingerprintFields?: readonly string[];
+  /**
+   * The `fingerprintFields` this deployment replaces (or another instance on the same store uses):
+   * a retry whose record was made with them is checked with them, and replayed when it is the same
+   * request by that record's own measure, rather than answered 422. Records made with the whole
+   * body need nothing here.
+   * @default undefined (none)
+   */
+  readonly previousFingerprintFields?: readonly string[];
   /**
    * How long a claim is trusted before another request may take over, in ms.
    * @default 30_000
    */
   readonly leaseMs?: number;
   /**
-   * How long a key is remembered, in ms (Stripe keeps keys 24 h).
+   * How long a key is remembered, in ms (Stripe keeps keys 24 h). Set when a key is first claimed:
+   * where instances on one store differ, the claimer's window is the record's, so the shortest
+   * window among them is all a key can count on.
    * @default 86_400_000
    */
   readonly windowMs?: number;
@@ -115,7 +145,8 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
   readonly waitTimeoutMs?: number;
   /**
    * Response headers kept and replayed, in addition to the defaults (content-type, location,
-   * etag, …). `set-cookie` is never replayed and is refused here.
+   * etag, …). `set-cookie` is never replayed and is refused here. Applied when the answer is
+   * stored: a replay carries what the executing instance kept, whatever the replaying one's list.
    * @default []
    */
   readonly replayHeaders?: readonly string[];
@@ -186,12 +217,16 @@ export type EngineOptions<Req = unknown> = Omit<IdempotencyOptions<Req>, 'transa
  * The options with every default filled in. Derived from `IdempotencyOptions`: an option is
  * declared there once, and only the ones resolved into another shape are restated here.
  */
-export type ResolvedOptions<Req> = Readonly<Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'replayHeaders' | 'events'>>> & {
+export type ResolvedOptions<Req> = Readonly<
+  Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'previousFingerprintFields' | 'previousScope' | 'replayHeaders' | 'events'>>
+> & {
   /** Undefined when nobody listens: the request path then builds no event. */
   readonly events: EventSink | undefined;
   /** Upper-cased. */
   readonly methods: ReadonlySet<string>;
   readonly fingerprintFields: readonly string[] | undefined;
+  readonly previousFingerprintFields: readonly string[] | undefined;
+  readonly previousScope: ((request: Req) => string | Promise<string>) | undefined;
   /** Lower-cased, with the defaults. */
   readonly replayHeaders: ReadonlySet<string>;
 };
@@ -248,10 +283,9 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
   policy?.done();
   const keyPolicy = read.value('keyPolicy') ?? {};
   const scope = read.function('scope', { default: () => '', expected: 'a function (request) => tenant' });
-  const fields = read.value('fingerprintFields');
-  if (fields !== undefined && (!Array.isArray(fields) || fields.length === 0 || fields.some((f) => typeof f !== 'string' || f === ''))) {
-    read.fail('fingerprintFields', 'expected a non-empty array of field paths');
-  }
+  const previousScope = read.function('previousScope', { expected: 'a function (request) => the tenant as the replaced scope hook gave it' });
+  const fields = fieldList(read, 'fingerprintFields');
+  const previousFields = fieldList(read, 'previousFingerprintFields');
   const leaseMs = read.duration('leaseMs', { default: 30_000, min: 10 });
   const windowMs = read.integer('windowMs', { default: 86_400_000, min: 1 });
   if (windowMs < leaseMs) read.fail('windowMs', `must be at least leaseMs (${leaseMs})`);
@@ -285,6 +319,8 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
     keyPolicy,
     scope,
     fingerprintFields: fields,
+    previousFingerprintFields: previousFields,
+    previousScope,
     leaseMs,
     windowMs,
     renewLease: read.boolean('renewLease', { default: true }),
@@ -306,4 +342,12 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
   };
   read.done();
   return resolved;
+}
+
+function fieldList<Req>(read: OptionReader<EngineOptions<Req>>, name: 'fingerprintFields' | 'previousFingerprintFields'): readonly string[] | undefined {
+  const fields = read.value(name);
+  if (fields !== undefined && (!Array.isArray(fields) || fields.length === 0 || fields.some((f) => typeof f !== 'string' || f === ''))) {
+    read.fail(name, 'expected a non-empty array of field paths');
+  }
+  return fields;
 }

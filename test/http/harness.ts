@@ -83,7 +83,7 @@ export const THROWN_VALUES: Readonly<Record<string, unknown>> = { string: 'boom'
 export const PARTIAL_CHUNK = 'partial body, then a failure ';
 
 /** Options for the adapter; the app adds `scope` from the bearer token itself. */
-export type HarnessOptions = Omit<IdempotencyOptions<never>, 'scope'>;
+export type HarnessOptions = Omit<IdempotencyOptions<never>, 'scope' | 'previousScope'>;
 
 export type AppFactory = (options: HarnessOptions, state: AppState) => Promise<TestApp>;
 
