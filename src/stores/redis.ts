@@ -3,6 +3,8 @@ import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreIncompatib
 import type { AdministrableStore, Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
 import { newOwnerToken } from '../core/token.js';
+import type { IdempotencyLogger } from '../core/logger.js';
+import { consoleLogger } from '../core/logger.js';
 import { optionReader } from '../core/option-reader.js';
 import { checkRecordRef } from '../core/validate.js';
 import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../drivers/redis.js';
@@ -34,7 +36,9 @@ export type RedisClient = RedisBufferClient;
 export interface RedisStoreOptions {
   /**
    * An ioredis `Redis` or `Cluster`, created by the caller. Required. Recommended settings, and
-   * why, are in docs/stores/redis.md (`enableOfflineQueue: false`, `maxRetriesPerRequest: 0`).
+   * why, are in docs/stores/redis.md (`enableOfflineQueue: false`, `maxRetriesPerRequest: 0`);
+   * a client that would queue commands while Redis is down, or resend them more than once after
+   * a reconnect, is named in one warning to `logger` when the store is made.
    */
   readonly client: RedisClient;
   /**
@@ -68,6 +72,16 @@ export interface RedisStoreOptions {
    * @default true
    */
   readonly coalesceWrites?: boolean;
+  /**
+   * How long `verify()` waits for Redis before it rejects with `StoreUnavailableError`, in ms:
+   * its own deadline, whatever the client does meanwhile (ioredis's defaults queue a command
+   * while disconnected and resend it 20 times, which made a verify() of an unreachable server take
+   * over a minute). Each of its commands is one round trip; a Cluster's masters answer in parallel.
+   * @default 5_000
+   */
+  readonly verifyTimeoutMs?: number;
+  /** Where the store's one warning about the client's settings goes (`{ warn, error }`: console, pino, …). @default console */
+  readonly logger?: IdempotencyLogger;
 }
 
 export interface RedisStore extends IdempotencyStore, AdministrableStore {
@@ -128,7 +142,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   const graceMs = String(grace);
   const completeRetryMs = read.integer('completeRetryMs', { default: 10_000 });
   const coalesce = read.boolean('coalesceWrites', { default: true }) ? writeCoalescer(client) : undefined;
+  const verifyTimeoutMs = read.duration('verifyTimeoutMs', { default: 5_000, min: 1 });
+  const logger = read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   read.done();
+  warnAboutClient(client, logger);
   // The engine passes one ref object to the claim and to the completion: hash it once.
   const keys = new WeakMap<RecordRef, string>();
   const keyOf = (ref: RecordRef) => {
@@ -356,7 +373,28 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     }
   }
 
+  /** `check`, within `verifyTimeoutMs` whatever the client does with its commands meanwhile. */
   async function verify(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const queued = queuesOffline(client) ? '; the client queues commands while it is disconnected (enableOfflineQueue), so they were waiting for a connection' : '';
+        reject(
+          new StoreUnavailableError(
+            `redis store: verify() got no answer from Redis at ${addressOf(client)} within ${verifyTimeoutMs} ms (option \`verifyTimeoutMs\`)${queued}; check that Redis runs there, that the client was given that address and its credentials, and that it is connected (await client.connect() before verify())`,
+          ),
+        );
+      }, verifyTimeoutMs);
+    });
+    try {
+      // A check that settles after the deadline is ignored: race has handled its outcome.
+      return await Promise.race([check(), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function check(): Promise<void> {
     const rewriting = keyPrefixOf(client);
     if (rewriting !== undefined) {
       throw new StoreIncompatibleError(
@@ -440,6 +478,58 @@ function refusal(message: string, where: string, what: string, prefix: string, c
     );
   }
   return new StoreUnavailableError(`redis store: ${what} failed at ${where}: ${message}`, { cause });
+}
+
+// The clients already warned about: one line per client, however many stores share it.
+const warned = new WeakSet<object>();
+// A command resent more often than this after reconnects may run long after its request was answered.
+const MAX_QUIET_RETRIES = 1;
+
+/** The ioredis options of a client (a Cluster's own, and the node options it passes on), if it has any. */
+function clientOptions(client: object): { own: Record<string, unknown>; node: Record<string, unknown> } | undefined {
+  const own = (client as { options?: unknown }).options;
+  if (typeof own !== 'object' || own === null) return undefined;
+  const cluster = typeof (client as { nodes?: unknown }).nodes === 'function';
+  const node = cluster ? (own as { redisOptions?: unknown }).redisOptions : own;
+  return { own: own as Record<string, unknown>, node: typeof node === 'object' && node !== null ? (node as Record<string, unknown>) : {} };
+}
+
+/** True when ioredis would hold a command in its offline queue while disconnected (its default). */
+function queuesOffline(client: object): boolean {
+  return clientOptions(client)?.own.enableOfflineQueue !== false;
+}
+
+/**
+ * Warns once per client when its settings make an outage slow and late: with the offline queue
+ * on, every request waits out `storeTimeoutMs` for its 503 and a queued claim runs after its
+ * request was answered (its key then answers 409 for a lease); with `maxRetriesPerRequest` null
+ * or above 1, a command is resent after each reconnect. A client without ioredis options (a
+ * wrapper, a test double) is not judged.
+ */
+function warnAboutClient(client: object, logger: IdempotencyLogger): void {
+  const options = clientOptions(client);
+  if (options === undefined || warned.has(client)) return;
+  const cluster = typeof (client as { nodes?: unknown }).nodes === 'function';
+  const problems: string[] = [];
+  if (options.own.enableOfflineQueue !== false) {
+    problems.push('enableOfflineQueue is on (commands wait in a queue while Redis is down: each request waits out storeTimeoutMs for its 503, and a queued claim runs after its request was answered)');
+  }
+  // ioredis's default is 20; a Cluster passes its `redisOptions` to each node.
+  const retries = options.node.maxRetriesPerRequest === undefined ? 20 : options.node.maxRetriesPerRequest;
+  if (retries === null || (typeof retries === 'number' && retries > MAX_QUIET_RETRIES)) {
+    const many = retries === null ? 'without limit' : `up to ${retries} times`;
+    problems.push(`maxRetriesPerRequest is ${String(retries)} (a command whose connection dropped is resent ${many} after reconnecting, long after its request was answered)`);
+  }
+  if (problems.length === 0) return;
+  warned.add(client);
+  const recommended = cluster
+    ? 'new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } })'
+    : 'new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true }), then await client.connect()';
+  try {
+    logger.warn(`idemkit: redisStore(): the ioredis client's ${problems.join('; and ')}. Recommended: ${recommended} (docs/stores/redis.md, "Client settings").`);
+  } catch {
+    /* a logger that throws must not fail the store's construction */
+  }
 }
 
 /** `host:port` of an ioredis node, for messages. */

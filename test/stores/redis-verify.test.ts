@@ -8,9 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreIncompatibleError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { RedisArgument, RedisClient } from '../../src/stores/redis.js';
 import { keySlot, redisStore } from '../../src/stores/redis.js';
@@ -103,6 +103,51 @@ describe.skipIf(!up)('redisStore verify() on Redis 6379', () => {
     expect(error.message).toContain('await client.connect() before verify()');
   });
 
+  it('a client with ioredis defaults on a closed port: verify() rejects at its deadline (verifyTimeoutMs, 5 s by default), not when the client gives up', async () => {
+    const port = await freePort();
+    // ioredis's defaults: the offline queue holds PING until a connection comes, and 20 reconnects
+    // (~10 s of back-off) pass before the queue is flushed with an error: verify() once took 73 s.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const client = new Redis({ host: '127.0.0.1', port });
+    client.on('error', () => {});
+    clients.push(client);
+    const logger = { warn: vi.fn(), error: vi.fn() };
+    let outcome: unknown;
+    const verifying = redisStore({ client, prefix: RUN, logger })
+      .verify()
+      .then(
+        () => (outcome = 'resolved'),
+        (error: unknown) => (outcome = error),
+      );
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(outcome).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    await verifying;
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    const message = (outcome as Error).message;
+    expect(message).toContain(`redis store: verify() got no answer from Redis at 127.0.0.1:${port} within 5000 ms (option \`verifyTimeoutMs\`)`);
+    expect(message).toContain('the client queues commands while it is disconnected (enableOfflineQueue)');
+  });
+
+  it('verifyTimeoutMs sets the deadline, and is checked when the store is made', async () => {
+    expect(() => redisStore({ client: new Redis({ lazyConnect: true }), verifyTimeoutMs: 0, logger: quiet() })).toThrow(/verifyTimeoutMs/);
+    expect(() => redisStore({ client: new Redis({ lazyConnect: true }), verifyTimeoutMs: 'soon' as never, logger: quiet() })).toThrow(/verifyTimeoutMs/);
+    const port = await freePort();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: null });
+    client.on('error', () => {});
+    clients.push(client);
+    let outcome: unknown;
+    const verifying = redisStore({ client, prefix: RUN, verifyTimeoutMs: 250, logger: quiet() })
+      .verify()
+      .catch((error: unknown) => (outcome = error));
+    await vi.advanceTimersByTimeAsync(249);
+    expect(outcome).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    await verifying;
+    expect((outcome as Error).message).toContain('within 250 ms (option `verifyTimeoutMs`)');
+  });
+
   it('an ioredis keyPrefix: StoreIncompatibleError saying to use the store’s prefix', async () => {
     const client = await connect({ keyPrefix: 'app:' });
     const error = await refusal(redisStore({ client, prefix: RUN }).verify());
@@ -131,6 +176,67 @@ describe.skipIf(!binaries)('redisStore verify() on a server with EVALSHA renamed
     expect(error).toMatchObject({ reason: 'scripting-refused' });
     expect(error.message).toContain(`Redis at 127.0.0.1:${server.port} does not know EVALSHA (the read script) (ERR unknown command`);
     expect(error.message).toContain('remove the rename-command of EVAL, EVALSHA and SCRIPT');
+  });
+});
+
+/** A logger that keeps what it is told. */
+function quiet() {
+  return { warn: vi.fn(), error: vi.fn() };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('redisStore warns once about client settings that make an outage slow and late', () => {
+  // lazyConnect: nothing connects, so no server is needed to read the client's settings.
+  it('ioredis defaults: one warning naming enableOfflineQueue and maxRetriesPerRequest, and the recommended settings; none again for another store on the client', () => {
+    const logger = quiet();
+    const client = new Redis({ lazyConnect: true });
+    redisStore({ client, logger });
+    redisStore({ client, logger, prefix: 'other' });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    expect(logger.error).not.toHaveBeenCalled();
+    const line = String(logger.warn.mock.calls[0]![0]);
+    expect(line).toMatch(/^idemkit: redisStore\(\): the ioredis client's enableOfflineQueue is on \(/);
+    expect(line).toContain('maxRetriesPerRequest is 20 (a command whose connection dropped is resent up to 20 times');
+    expect(line).toContain('Recommended: new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true })');
+  });
+
+  it('each risky setting alone is named: retries without limit, the offline queue', () => {
+    const unlimited = quiet();
+    redisStore({ client: new Redis({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: null }), logger: unlimited });
+    expect(unlimited.warn).toHaveBeenCalledTimes(1);
+    expect(String(unlimited.warn.mock.calls[0]![0])).toContain("client's maxRetriesPerRequest is null (a command whose connection dropped is resent without limit");
+    expect(String(unlimited.warn.mock.calls[0]![0])).not.toContain('enableOfflineQueue is on');
+    const queueing = quiet();
+    redisStore({ client: new Redis({ lazyConnect: true, maxRetriesPerRequest: 0 }), logger: queueing });
+    expect(queueing.warn).toHaveBeenCalledTimes(1);
+    expect(String(queueing.warn.mock.calls[0]![0])).toContain("client's enableOfflineQueue is on");
+    expect(String(queueing.warn.mock.calls[0]![0])).not.toContain('maxRetriesPerRequest is');
+  });
+
+  it('the recommended settings (and one resend) warn nothing, standalone or Cluster', () => {
+    const logger = quiet();
+    redisStore({ client: new Redis({ ...STORE_CLIENT_OPTIONS }), logger });
+    redisStore({ client: new Redis({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 }), logger });
+    redisStore({ client: new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } }), logger });
+    expect(logger.warn).not.toHaveBeenCalled();
+    expect(logger.error).not.toHaveBeenCalled();
+  });
+
+  it('a Cluster with its defaults: the warning gives the Cluster form of the settings', () => {
+    const logger = quiet();
+    redisStore({ client: new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true }), logger });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    const line = String(logger.warn.mock.calls[0]![0]);
+    expect(line).toContain('enableOfflineQueue is on');
+    expect(line).toContain('maxRetriesPerRequest is 20');
+    expect(line).toContain('Recommended: new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } })');
+  });
+
+  it('a logger without warn() is refused when the store is made, naming the option', () => {
+    expect(() => redisStore({ client: new Redis({ ...STORE_CLIENT_OPTIONS }), logger: {} as never })).toThrow(/`logger`/);
   });
 });
 

@@ -64,7 +64,7 @@ describe('store factories recognise a wrong driver object', () => {
 
   it('redisStore: a node-redis client says that redisStore needs ioredis and node-redis fits the patterns', () => {
     const nodeRedis = createClient();
-    const ioredis = new Redis({ lazyConnect: true });
+    const ioredis = new Redis({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
     try {
       const error = refusal(() => redisStore({ client: nodeRedis as never }));
       expect(error.option).toBe('client');
