@@ -50,6 +50,14 @@ export type Combo =
   | 'prisma-postgres';
 export type DatabaseKind = 'postgres' | 'mysql' | 'sqlite';
 
+/** A write prepared in a handler, run later: `what` names it in a failure. */
+export interface LateWrite {
+  readonly what: string;
+  run(): unknown;
+  /** How the ORM itself refuses it, where idemkit's fence does not see it (a Prisma model delegate is a property, not a call). */
+  readonly refusedBy?: RegExp;
+}
+
 export const databaseOf = (combo: Combo): DatabaseKind => combo.split('-')[1] as DatabaseKind;
 
 export interface OrmBackend {
@@ -59,6 +67,12 @@ export interface OrmBackend {
   readonly plain: IdempotencyStore;
   /** Inserts one order through the ORM's transaction object. */
   insertOrder(tx: unknown, key: string): Promise<void>;
+  /**
+   * Writes of one order each, prepared through `tx` without running: a lazy query the ORM starts
+   * when it is awaited, or a driver object read through a property. The handler prepares them; the
+   * test runs them after the answer (issue 26 item 2).
+   */
+  lateWrites(tx: unknown, key: string): LateWrite[];
   countOrders(key: string): Promise<number>;
   /** Runs `fn` in a transaction of the ORM opened directly (not by idemkit), with an executor for idemkit/patterns. */
   inOrmTransaction<T>(fn: (executor: SqlExecutor, tx: unknown) => Promise<T>): Promise<T>;
@@ -144,6 +158,15 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as typeof db).insert(orderTable).values({ key })),
+        lateWrites: (tx, key) => {
+          const query = (tx as typeof db).insert(orderTable).values({ key });
+          const client = (tx as unknown as { session: { client: pg.PoolClient } }).session.client;
+          return [
+            { what: 'await tx.insert(…).values(…)', run: () => query },
+            { what: 'query.execute()', run: () => query.execute() },
+            { what: 'tx.session.client.query(…)', run: () => client.query(`INSERT INTO ${orders} (key) VALUES ($1)`, [key]) },
+          ];
+        },
         countOrders: async (key) => Number((await pool.query(`SELECT count(*) AS n FROM ${orders} WHERE key = $1`, [key])).rows[0].n),
         inOrmTransaction: (fn) => db.transaction((tx) => fn(drizzleExecutor(tx, 'postgres'), tx)),
         statusOf: async (id) => (await db.select().from(thingTable).where(eq(thingTable.id, id)))[0]?.status,
@@ -168,6 +191,15 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as typeof db).insert(orderTable).values({ key })),
+        lateWrites: (tx, key) => {
+          const query = (tx as typeof db).insert(orderTable).values({ key });
+          const client = (tx as unknown as { session: { client: Database.Database } }).session.client;
+          return [
+            { what: 'await tx.insert(…).values(…)', run: () => query },
+            { what: 'query.run()', run: () => query.run() },
+            { what: 'tx.session.client.prepare(…)', run: () => client.prepare(`INSERT INTO ${orders} (key) VALUES (?)`).run(key) },
+          ];
+        },
         countOrders: async (key) => (database.prepare(`SELECT count(*) AS n FROM ${orders} WHERE key = ?`).get(key) as { n: number }).n,
         // An ORM transaction opened directly, the way the bridge opens one (Drizzle's own are synchronous).
         inOrmTransaction: async (fn) => {
@@ -208,6 +240,7 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as Knex.Transaction)(orders).insert({ key })),
+        lateWrites: (tx, key) => knexLateWrites(tx as Knex.Transaction, orders, key),
         countOrders: async (key) => Number(((await knex(orders).where({ key }).count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n),
         inOrmTransaction: (fn) => knex.transaction((trx) => fn(knexExecutor(trx), trx)),
         statusOf: async (id) => ((await knex(things).where({ id }).first()) as { status: string } | undefined)?.status,
@@ -233,6 +266,7 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as Knex.Transaction)(orders).insert({ key })),
+        lateWrites: (tx, key) => knexLateWrites(tx as Knex.Transaction, orders, key),
         countOrders: async (key) => (database.prepare(`SELECT count(*) AS n FROM ${orders} WHERE key = ?`).get(key) as { n: number }).n,
         inOrmTransaction: (fn) => knex.transaction((trx) => fn(knexExecutor(trx), trx)),
         statusOf: async (id) => ((await knex(things).where({ id }).first()) as { status: string } | undefined)?.status,
@@ -261,6 +295,7 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as EntityManager).getRepository(Order).insert({ key })),
+        lateWrites: (tx, key) => typeormLateWrites(tx as EntityManager, Order, key),
         countOrders: async (key) => (database.prepare(`SELECT count(*) AS n FROM ${orders} WHERE key = ?`).get(key) as { n: number }).n,
         inOrmTransaction: (fn) => dataSource.transaction((manager) => fn(typeormExecutor(manager), manager)),
         statusOf: async (id) => (database.prepare(`SELECT status FROM ${things} WHERE id = ?`).get(id) as { status: string } | undefined)?.status,
@@ -306,6 +341,7 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as EntityManager).getRepository(Order).insert({ key })),
+        lateWrites: (tx, key) => typeormLateWrites(tx as EntityManager, Order, key),
         countOrders: (key) => dataSource.getRepository(Order).countBy({ key }),
         inOrmTransaction: (fn) => dataSource.transaction((manager) => fn(typeormExecutor(manager), manager)),
         statusOf: async (id) => (await dataSource.getRepository(Thing).findOneBy({ id }))?.status,
@@ -336,6 +372,14 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         plain,
         things,
         insertOrder: async (tx, key) => void (await (tx as TestPrismaTransaction).order.create({ data: { key } })),
+        lateWrites: (tx, key) => {
+          const create = (tx as TestPrismaTransaction).order.create({ data: { key } });
+          const raw = (tx as TestPrismaTransaction).$executeRawUnsafe(`INSERT INTO ${orders} (key) VALUES ($1)`, key);
+          return [
+            { what: 'await tx.order.create(…)', run: () => create, refusedBy: /Transaction already closed/ },
+            { what: 'await tx.$executeRawUnsafe(…)', run: () => raw },
+          ];
+        },
         countOrders: (key) => prisma.order.count({ where: { key } }),
         inOrmTransaction: (fn) => prisma.$transaction((tx) => fn(prismaExecutor(tx), tx)),
         statusOf: async (id) => (await prisma.thing.findUnique({ where: { id } }))?.status,
@@ -371,6 +415,11 @@ function kysely(plain: IdempotencyStore, db: Kysely<Tables>, orders: string, thi
     async insertOrder(tx, key) {
       await (tx as Kysely<Tables>).insertInto(orders).values({ key } as never).execute();
     },
+    lateWrites(tx, key) {
+      // Kysely's builders are not thenables: a query runs on `execute()`.
+      const query = (tx as Kysely<Tables>).insertInto(orders).values({ key } as never);
+      return [{ what: 'query.execute()', run: () => query.execute() }];
+    },
     countOrders: (key) => raw.count(`SELECT count(*) AS n FROM ${orders} WHERE ${quote('key')} = ?`, [key]),
     inOrmTransaction: (fn) => db.transaction().execute((trx) => fn(kyselyExecutor(trx), trx)),
     async statusOf(id) {
@@ -380,4 +429,24 @@ function kysely(plain: IdempotencyStore, db: Kysely<Tables>, orders: string, thi
     close: raw.close,
     drop: raw.drop,
   };
+}
+
+function knexLateWrites(trx: Knex.Transaction, orders: string, key: string): LateWrite[] {
+  // Knex's builders and raw queries are thenables that start their query when awaited.
+  const query = trx(orders).insert({ key });
+  const raw = trx.raw(`INSERT INTO ${orders} VALUES (?)`, [key]);
+  return [
+    { what: 'await trx(orders).insert(…)', run: () => query },
+    { what: 'await trx.raw(…)', run: () => raw },
+  ];
+}
+
+function typeormLateWrites(manager: EntityManager, entity: EntitySchema<{ id: number; key: string }>, key: string): LateWrite[] {
+  const query = manager.createQueryBuilder().insert().into(entity).values({ key });
+  const runner = manager.queryRunner!;
+  const insert = manager.connection.driver.escape('key');
+  return [
+    { what: 'query.execute()', run: () => query.execute() },
+    { what: 'manager.queryRunner.query(…)', run: () => runner.query(`INSERT INTO ${manager.connection.getMetadata(entity).tableName} (${insert}) VALUES ('${key}')`) },
+  ];
 }

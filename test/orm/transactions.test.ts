@@ -29,7 +29,7 @@ import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { killAll, startServer, work } from '../proof/spawn.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
-import type { Combo, OrmBackend } from './backends.js';
+import type { Combo, LateWrite, OrmBackend } from './backends.js';
 import { databaseOf, openOrm } from './backends.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-orm-'));
@@ -226,6 +226,36 @@ describe.each(combos)('transactional mode through %s', (combo) => {
     } else {
       await expect(backend.insertOrder(kept, key)).rejects.toBeInstanceOf(TransactionEndedError);
     }
+    expect(await backend.countOrders(key)).toBe(1);
+  });
+
+  // Issue 26 item 2: a Drizzle query built in the handler and awaited after the answer ran on the
+  // released pooled connection, outside any transaction. Every write the handler prepared through
+  // ctx.tx (a lazy query, a driver object read through a property) is refused after the answer.
+  it('a query built in the handler and run after its answer is refused, as is a driver object read through a property', async () => {
+    let late: LateWrite[] = [];
+    const handler = withIdempotency(
+      async (_request, ctx) => {
+        await backend.insertOrder(ctx!.tx, ctx!.key);
+        late = backend.lateWrites(ctx!.tx, ctx!.key);
+        return new Response('ok', { status: 201 });
+      },
+      { store: backend.store, transactional: true, scope: () => 'orm' },
+    );
+    const key = randomUUID();
+    expect((await handler(new Request('http://x/pay', { method: 'POST', headers: { 'idempotency-key': key } }))).status).toBe(201);
+    expect(late.length).toBeGreaterThan(0);
+    const outcomes: string[] = [];
+    for (const write of late) {
+      try {
+        await write.run();
+        outcomes.push(`${write.what}: wrote`);
+      } catch (error) {
+        const refused = error instanceof TransactionEndedError || write.refusedBy?.test(String(error)) === true;
+        outcomes.push(`${write.what}: ${refused ? 'refused' : String(error)}`);
+      }
+    }
+    expect(outcomes).toEqual(late.map((write) => `${write.what}: refused`));
     expect(await backend.countOrders(key)).toBe(1);
   });
 
