@@ -41,10 +41,16 @@ describe('a claim that answers after storeTimeoutMs', () => {
   it('is released, so the retry is not blocked for a lease', async () => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     let slow = true;
+    // The release of the late claim, as the engine sends it: the signal that it has been undone.
+    const released = opening();
     const lagging = Object.assign(Object.create(store) as IdempotencyStore, {
       claim: async (...args: Parameters<IdempotencyStore['claim']>) => {
         if (slow) await new Promise((r) => setTimeout(r, 150));
         return store.claim(...args);
+      },
+      release: async (...args: Parameters<IdempotencyStore['release']>) => {
+        await store.release(...args);
+        released.open();
       },
     });
     let executions = 0;
@@ -57,9 +63,10 @@ describe('a claim that answers after storeTimeoutMs', () => {
     );
     const request = () => new Request('http://local/x', { method: 'POST', headers: { 'idempotency-key': 'late' }, body: '{}' });
     expect((await handle(request())).status).toBe(503);
-    // Wait until the late claim has landed and been released: a fact read from the store.
-    for (let i = 0; i < 100 && (await store.get({ scope: '', key: 'late' })) === undefined; i++) await new Promise((r) => setTimeout(r, 10));
-    for (let i = 0; i < 100 && (await store.get({ scope: '', key: 'late' })) !== undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    // The late claim lands and is released (a test that never sees it fails at its own timeout);
+    // then the store holds nothing for the key.
+    await released.promise;
+    expect(await store.get({ scope: '', key: 'late' })).toBeUndefined();
     slow = false;
     const retry = await handle(request());
     expect(retry.status).toBe(201);
@@ -73,10 +80,18 @@ describe('a take-over claim that answers after storeTimeoutMs', () => {
   it('gives the lease back and keeps the recovery point, so the retry resumes there', async () => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     let slow = false;
+    // The lease given back (`renew(…, 0)`), as the engine undoes a late take-over: the signal that it has been undone.
+    const givenBack = opening();
     const lagging = Object.assign(Object.create(store) as IdempotencyStore, {
       claim: async (...args: Parameters<IdempotencyStore['claim']>) => {
         if (slow) await new Promise((r) => setTimeout(r, 150));
         return store.claim(...args);
+      },
+      renew: async (...args: Parameters<IdempotencyStore['renew']>) => {
+        const renewed = await store.renew(...args);
+        // The owner's suspend() gives its lease back too; only the one after the late claim counts.
+        if (slow && args[2] === 0) givenBack.open();
+        return renewed;
       },
     });
     let phaseOneRuns = 0;
@@ -102,12 +117,12 @@ describe('a take-over claim that answers after storeTimeoutMs', () => {
 
     slow = true;
     expect((await handle(request())).status).toBe(503);
-    // Wait until the late take-over has landed (attempt 2) and been undone: facts read from the store.
-    const settled = async () => {
-      const record = await store.admin.inspect(ref);
-      return record !== undefined && record.attempt === 2 && record.leaseUntil <= record.now;
-    };
-    for (let i = 0; i < 200 && !(await settled()); i++) await new Promise((r) => setTimeout(r, 10));
+    // The late take-over lands (attempt 2) and gives its lease back (a test that never sees it
+    // fails at its own timeout); then the record is in flight, unleased, with its recovery point.
+    await givenBack.promise;
+    const inspected = await store.admin.inspect(ref);
+    expect(inspected?.attempt).toBe(2);
+    expect(inspected!.leaseUntil).toBeLessThanOrEqual(inspected!.now);
     const record = await store.get(ref);
     expect(record?.state).toBe('in_flight');
     expect(record?.recoveryPoint).toBe('phase-1');
@@ -119,3 +134,10 @@ describe('a take-over claim that answers after storeTimeoutMs', () => {
     expect(phaseOneRuns).toBe(1);
   });
 });
+
+/** A promise and the function that resolves it: a gate the test waits on until an event has happened. */
+function opening(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
