@@ -40,10 +40,30 @@ describe('FailureReporter', () => {
   });
 
   it('survives a logger that throws and odd thrown values', () => {
-    const reporter = new FailureReporter({ warn: () => {}, error: () => { throw new Error('broken logger'); } });
+    const called: Array<{ message: string; args: unknown[] }> = [];
+    const reporter = new FailureReporter({
+      warn: () => {},
+      error: (message: string, ...args: unknown[]) => {
+        called.push({ message, args });
+        throw new Error('broken logger');
+      },
+    });
+    const bare = Object.create(null) as object;
     expect(() => reporter.report('a string')).not.toThrow();
     expect(() => reporter.report(undefined)).not.toThrow();
-    expect(() => reporter.report(Object.create(null))).not.toThrow();
+    // String() of an object without a prototype throws: the reporter falls back to its tag.
+    expect(() => reporter.report(bare)).not.toThrow();
+    // Each was named by its type and text and handed to the logger, which threw every time; the
+    // reporter still rate-limits after a throw (the repeat is left out) and still reports new ones.
+    expect(() => reporter.report('a string')).not.toThrow();
+    expect(() => reporter.report(new StoreUnavailableError('down'))).not.toThrow();
+    expect(called.map((c) => c.message)).toEqual([
+      'idemkit: string: a string',
+      'idemkit: undefined: undefined',
+      'idemkit: object: [object Object]',
+      'idemkit: ERR_IDEMKIT_STORE_UNAVAILABLE: down',
+    ]);
+    expect(called.map((c) => c.args)).toEqual([['a string'], [undefined], [bare], [expect.any(StoreUnavailableError)]]);
   });
 });
 
