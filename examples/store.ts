@@ -3,6 +3,7 @@
 // STORE_TABLE names the PostgreSQL/MySQL table and STORE_PREFIX the Redis key prefix (defaults:
 // the stores' own), so several runs can share one server without sharing records.
 // Drivers are loaded only for the store asked for, so the SQLite quickstart needs no server driver.
+import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,9 +41,15 @@ export async function storeFromUrl(url = process.env.STORE_URL): Promise<Idempot
   throw new Error(`STORE_URL: unsupported store "${url}" (sqlite:/path/file.db, memory:, postgres://, redis://, mysql://)`);
 }
 
-/** Demo authentication: the bearer token is the tenant. Never do this in production. */
+/**
+ * Demo authentication, standing in for yours: any bearer token is accepted, and its tenant is
+ * named by a hash of it, so that the token itself is never the scope (the scope is stored in
+ * every record and shown by `idemkit list`, `inspect` and `ui`). A real application verifies the
+ * token and answers the id of the account it belongs to; never the token, nor its hash.
+ */
 export function tenantOf(authorization: string | null | undefined): string | undefined {
-  return /^Bearer (\S+)$/.exec(authorization ?? '')?.[1];
+  const token = /^Bearer (\S+)$/.exec(authorization ?? '')?.[1];
+  return token === undefined ? undefined : `tenant-${createHash('sha256').update(token).digest('hex').slice(0, 16)}`;
 }
 
 export const port = Number(process.env.PORT ?? 3000);

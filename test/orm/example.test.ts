@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tenantOf } from '../../examples/store.js';
 import { startExample } from '../support/examples.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 
@@ -58,7 +59,8 @@ describe.each(runs)('example %s on %s', (name, database) => {
   const table = `example_orders_${name}_${randomUUID().slice(0, 8)}`;
   const tenant = `t-${randomUUID()}`;
   const STORE_URL = { sqlite: `sqlite:${join(dir, `${name}.db`)}`, postgres: postgresUrl, mysql: mysqlUrl }[database];
-  if (name === 'prisma') leftovers.push({ database, sql: `DELETE FROM ${PRISMA_TABLE} WHERE tenant = $1`, params: [tenant] });
+  // The examples store the tenant id their demo auth derives from the token, not the token.
+  if (name === 'prisma') leftovers.push({ database, sql: `DELETE FROM ${PRISMA_TABLE} WHERE tenant = $1`, params: [tenantOf(`Bearer ${tenant}`)!] });
   else if (database !== 'sqlite') leftovers.push({ database, sql: `DROP TABLE IF EXISTS ${table}`, params: [] });
 
   let url: string;
