@@ -248,6 +248,64 @@ describe('item 8 on PostgreSQL: an old and a new instance race for the same keys
   });
 });
 
+describe('item 8: previousScope in transactional mode and with inFlight: wait', () => {
+  const pool = newPool({ max: 4 });
+  const table = uniqueTable();
+  let store: ReturnType<typeof postgresStore>;
+  beforeAll(async () => {
+    store = postgresStore({ pool, table });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await dropTable(pool, table);
+    await pool.end();
+  });
+
+  it('the old scope gets the committed answer after the transaction commits; a rolled-back one releases both', async () => {
+    const after = new Service('after', { store, scope: byTenant, previousScope: () => '', transactional: true });
+    const before = new Service('before', { store });
+    const first = await after.send(charge('t1', 'tx-k'));
+    expect(first.kind).toBe('executed');
+    await expect(before.send(charge('t1', 'tx-k'))).resolves.toMatchObject({ kind: 'replayed', body: (first as { body: string }).body });
+    expect((await store.get({ scope: '', key: 'tx-k' }))?.state).toBe('completed');
+    // A 5xx rolls back: nothing is kept under either scope.
+    const failing = new IdempotencyEngine<Req>({ store, scope: byTenant, previousScope: () => '', transactional: true, onError: () => {} });
+    const decision = await failing.decide(charge('t1', 'tx-fail'), reader);
+    if (decision.kind !== 'execute') throw new Error(`expected execute, got ${decision.kind}`);
+    await decision.execution.finish(500, [], Buffer.from('boom'));
+    expect(await store.get({ scope: 't1', key: 'tx-fail' })).toBeUndefined();
+    expect(await store.get({ scope: '', key: 'tx-fail' })).toBeUndefined();
+    expect(before.rows.length + after.rows.length).toBe(1);
+  });
+
+  it("with inFlight: 'wait', a retry through the new hook waits for the old instance's run and replays it", async () => {
+    // The new instance's store tells when one of its claims found the old scope's record in flight.
+    const seenInFlight = gate();
+    const watched: IdempotencyStore = Object.assign(Object.create(store) as IdempotencyStore, {
+      claim: async (...args: Parameters<IdempotencyStore['claim']>) => {
+        const claim = await store.claim(...args);
+        if (args[0].scope === '' && claim.kind === 'in_flight') seenInFlight.open();
+        return claim;
+      },
+    });
+    const before = new Service('before', { store });
+    const after = new Service('after', { store: watched, scope: byTenant, previousScope: () => '', inFlight: 'wait', waitTimeoutMs: 10_000 });
+    const running = gate();
+    const started = gate();
+    before.gate = running.promise;
+    before.onStart = started.open;
+    const original = before.send(charge('t1', 'wait-k'));
+    await started.promise;
+    const waiting = after.send(charge('t1', 'wait-k'));
+    await seenInFlight.promise;
+    running.open();
+    const [first, retry] = await Promise.all([original, waiting]);
+    expect(retry).toMatchObject({ kind: 'replayed', status: 201, body: (first as { body: string }).body });
+    expect(before.rows.length + after.rows.length).toBe(1);
+    expect(await store.get({ scope: 't1', key: 'wait-k' })).toBeUndefined();
+  });
+});
+
 describe('item 9: a changed fingerprintFields', () => {
   it('stores fields fingerprints as v2:<digest>:<hex> (order of the list does not matter), whole-body ones as v2:<hex>', () => {
     const input = { method: 'POST', path: '/charges', contentType: 'application/json', body: Buffer.from('{"amount":1,"ts":2}') };
