@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { withIdempotency } from '../../src/http/web.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import type { MemoryStore } from '../../src/stores/memory.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
+import type { IdempotencyLogger } from '../../src/core/logger.js';
 import type { TestApp } from '../http/harness.js';
 import { listenServer } from '../http/apps/listen.js';
 
@@ -94,6 +96,9 @@ export async function idempotentServer(options: {
   retryAfterMs?: number;
   /** Called with each answer's status and the request it answers, just before it is written. */
   onAnswer?: (status: number, request: Seen) => void;
+  /** Another store than the memory store (a real database); `store` is then still the unused memory store. */
+  backend?: IdempotencyStore;
+  logger?: IdempotencyLogger;
 } = {}): Promise<IdempotentServer> {
   const seen: Seen[] = [];
   const perKey = new Map<string, number>();
@@ -104,7 +109,12 @@ export async function idempotentServer(options: {
     if (options.throwFirst && effects === 1) throw new Error('boom');
     await options.hold?.();
     return Response.json({ charge: effects, body: await request.text() }, { status: 201 });
-  }, { store, leaseMs: options.leaseMs ?? 30_000, ...(options.retryAfterMs !== undefined ? { retryAfterMs: options.retryAfterMs } : {}) });
+  }, {
+    store: options.backend ?? store,
+    leaseMs: options.leaseMs ?? 30_000,
+    ...(options.retryAfterMs !== undefined ? { retryAfterMs: options.retryAfterMs } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 
   const server = createServer((req, res) => {
     void (async () => {
