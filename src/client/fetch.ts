@@ -76,7 +76,7 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
     // An in-progress 409 is no failure: the original is running and the next answer may be its
     // result. It is polled within `maxRetryTime`, outside `retries` and the budget (DESIGN.md).
     const inProgress = response !== undefined && isInProgress(response.status, problem);
-    if (!inProgress && counted >= o.retries) return settle(outcome, info, o, inProgress);
+    if (!inProgress && counted >= o.retries) return settle(outcome, info, o);
 
     // idemkit's hint in ms, from the problem body, else the whole seconds of `Retry-After`.
     const retryAfter = response ? problemRetryAfter(problem) ?? parseRetryAfter(response.headers.get('retry-after')) : undefined;
@@ -101,7 +101,7 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
       if (left <= 0) return settle(outcome, info, o, true);
       delay = Math.min(delay, left);
     } else {
-      if (delay > left) return settle(outcome, info, o, inProgress);
+      if (delay > left) return settle(outcome, info, o);
       // A 409 is an answer from a server that works, not the outage the budget guards against.
       if (!conflict && o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
       counted++;
