@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import { createPool } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Decision, RequestBody, RequestReader } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
@@ -12,6 +13,7 @@ import { BodyTooLargeError, InvalidOptionError, InvalidScopeError, KeyMismatchEr
 import { fingerprint } from '../../src/core/fingerprint.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { manualClock } from '../stores/manual-clock.js';
@@ -388,9 +390,12 @@ describe('item 9: a changed fingerprintFields', () => {
 describe('item 9: the stored fingerprint round-trips through SQL stores', () => {
   const pool = newPool({ max: 4 });
   const table = uniqueTable();
+  const mysql = createPool({ host: '127.0.0.1', port: 3306, user: 'root', database: 'test', connectionLimit: 4 });
   afterAll(async () => {
     await dropTable(pool, table);
     await pool.end();
+    await mysql.query(`DROP TABLE IF EXISTS \`${table}\``);
+    await mysql.end();
   });
 
   it.each([
@@ -400,6 +405,12 @@ describe('item 9: the stored fingerprint round-trips through SQL stores', () => 
       return store as IdempotencyStore;
     }],
     ['SQLite', async () => sqliteStore({ database: new Database(':memory:') }) as IdempotencyStore],
+    ['MariaDB', async () => {
+      // Its fingerprint column is VARBINARY(255): the longer form (84 bytes) must fit and compare byte for byte.
+      const store = mysqlStore({ pool: mysql, table });
+      await store.migrate();
+      return store as IdempotencyStore;
+    }],
   ])('%s: a record made with fingerprintFields is replayed by an instance that knows them as previous, and 422 names the cause elsewhere', async (_name, open) => {
     const store = await open();
     const before = new Service('before', { store, fingerprintFields: ['amount', 'customer.id'] });
