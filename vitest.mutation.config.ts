@@ -13,5 +13,7 @@ export default defineConfig({
       'test/client/*.test.ts',
       'test/fuzz/{key,canonical-json,retry-after}.test.ts',
     ],
+    // Needs PostgreSQL: not a unit test.
+    exclude: [...(base.test?.exclude ?? []), 'test/client/schema-missing.test.ts'],
   },
 });
