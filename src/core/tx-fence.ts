@@ -24,86 +24,55 @@ export interface Fence {
  */
 export function fenceHandle<T>(target: T, fence: Fence, label: string): T {
   if ((typeof target !== 'object' && typeof target !== 'function') || target === null) return target;
-  return new Fences(target as object, fence, label).handle as T;
+  return fenced(target as object, fence, label) as T;
 }
 
-/**
- * The proxies of one handle: one per driver object reached from it, so that what was one object
- * stays one (`tx.session === tx.session`, a chained builder call is the same builder).
- */
-class Fences {
-  private readonly root: object;
-  private readonly rootProxy: object;
-  /** Made on the first object beyond the handle itself: most requests never reach one. */
-  private proxies: WeakMap<object, object> | undefined;
-
-  constructor(
-    target: object,
-    private readonly fence: Fence,
-    private readonly label: string,
-  ) {
-    this.root = target;
-    this.rootProxy = this.make(target);
-  }
-
-  get handle(): object {
-    return this.rootProxy;
-  }
-
-  private wrap(target: object): object {
-    if (target === this.root) return this.rootProxy;
-    let proxy = this.proxies?.get(target);
-    if (proxy === undefined) (this.proxies ??= new WeakMap()).set(target, (proxy = this.make(target)));
-    return proxy;
-  }
-
-  private make(target: object): object {
-    // Wrapped methods and driver objects, made on first use: most handles (a Statement) see one or two.
-    let members: Map<PropertyKey, { raw: unknown; wrapped: unknown }> | undefined;
-    const call = (fn: (...a: unknown[]) => unknown, self: unknown, args: unknown[]): unknown => {
-      const closed = this.fence.closedBecause;
-      if (closed !== undefined) {
-        throw new TransactionEndedError(`${this.label} was used after ${closed}; nothing was written (its transaction is over)`);
+function fenced(target: object, fence: Fence, label: string): object {
+  // Wrapped methods and driver objects, made on first use: most handles (a Statement) see one or two.
+  let members: Map<PropertyKey, { raw: unknown; wrapped: unknown }> | undefined;
+  const call = (fn: (...a: unknown[]) => unknown, self: unknown, args: unknown[]): unknown => {
+    if (fence.closedBecause !== undefined) {
+      throw new TransactionEndedError(`${label} was used after ${fence.closedBecause}; nothing was written (its transaction is over)`);
+    }
+    const result = Reflect.apply(fn, self, args);
+    // A chained call (`statement.pluck()`, a builder's `.where()`) hands back the same object: the same handle.
+    if (result === target) return proxy;
+    return typeof result === 'function' || driverObject(result) ? fenced(result, fence, label) : result;
+  };
+  const proxy: object = new Proxy(target, {
+    get(object, property) {
+      const value: unknown = Reflect.get(object, property, object);
+      if (typeof value === 'function') {
+        if (property === 'constructor') return value;
+      } else if (!driverObject(value)) {
+        return value;
       }
-      const result = Reflect.apply(fn, self, args);
-      // A chained call (`statement.pluck()`, a builder's `.where()`) hands back the same object: the same handle.
-      return typeof result === 'function' || driverObject(result) ? this.wrap(result) : result;
-    };
-    const proxy: object = new Proxy(target, {
-      get: (object, property) => {
-        const value: unknown = Reflect.get(object, property, object);
-        if (typeof value === 'function') {
-          if (property === 'constructor') return value;
-        } else if (!driverObject(value)) {
-          return value;
-        }
-        const known = members?.get(property);
-        if (known !== undefined && known.raw === value) return known.wrapped;
-        // A proxy must report a frozen own property as it is.
-        const own = Reflect.getOwnPropertyDescriptor(object, property);
-        if (own?.configurable === false && own.writable === false) return value;
-        let wrapped: unknown;
-        if (typeof value === 'function') {
-          const method = value as (...args: unknown[]) => unknown;
-          // Called through the handle, `this` is the proxy; the driver needs its own object.
-          wrapped = function (this: unknown, ...args: unknown[]): unknown {
-            return call(method, this === proxy || this === undefined ? object : this, args);
-          };
-        } else {
-          wrapped = this.wrap(value);
-        }
-        (members ??= new Map()).set(property, { raw: value, wrapped });
-        return wrapped;
-      },
-      set(object, property, value) {
-        return Reflect.set(object, property, value, object);
-      },
-      apply(fn, thisArg, args) {
-        return call(fn as (...a: unknown[]) => unknown, thisArg, args);
-      },
-    });
-    return proxy;
-  }
+      const known = members?.get(property);
+      if (known !== undefined && known.raw === value) return known.wrapped;
+      // A proxy must report a frozen own property as it is.
+      const own = Reflect.getOwnPropertyDescriptor(object, property);
+      if (own?.configurable === false && own.writable === false) return value;
+      let wrapped: unknown;
+      if (typeof value === 'function') {
+        const method = value as (...args: unknown[]) => unknown;
+        // Called through the handle, `this` is the proxy; the driver needs its own object.
+        wrapped = function (this: unknown, ...args: unknown[]): unknown {
+          return call(method, this === proxy || this === undefined ? object : this, args);
+        };
+      } else {
+        wrapped = value === target ? proxy : fenced(value, fence, label);
+      }
+      (members ??= new Map()).set(property, { raw: value, wrapped });
+      return wrapped;
+    },
+    set(object, property, value) {
+      return Reflect.set(object, property, value, object);
+    },
+    apply(fn, thisArg, args) {
+      return call(fn as (...a: unknown[]) => unknown, thisArg, args);
+    },
+  });
+  return proxy;
 }
 
 /**
