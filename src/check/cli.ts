@@ -3,6 +3,7 @@ import { parseCheckArgs, CHECK_USAGE } from './args.js';
 import { CheckConfigError, TargetUnreachableError } from './errors.js';
 import { formatReport } from './report.js';
 import { runCheck } from './run.js';
+import { printable, quoted, terminalJson } from './terminal.js';
 
 const USAGE = `Usage: idemkit <command>
 
@@ -19,7 +20,7 @@ export async function main(argv: readonly string[], io: { out: (text: string) =>
     return command === undefined ? 2 : 0;
   }
   if (command !== 'check') {
-    io.err(`idemkit: unknown command "${command}"\n\n${USAGE}`);
+    io.err(`idemkit: unknown command ${quoted(command)}\n\n${USAGE}`);
     return 2;
   }
   try {
@@ -30,15 +31,17 @@ export async function main(argv: readonly string[], io: { out: (text: string) =>
     }
     const colour = parsed.colour ?? (io.tty && !process.env.NO_COLOR);
     const report = await runCheck(parsed.config);
-    io.out(parsed.json ? JSON.stringify(report, null, 2) : formatReport(report, { colour, verbose: parsed.verbose }));
+    // The report holds what the target answered: escaped for the terminal, in JSON too (same value).
+    io.out(parsed.json ? terminalJson(report, 2) : formatReport(report, { colour, verbose: parsed.verbose }));
     return report.ok ? 0 : 1;
   } catch (error) {
     if (error instanceof CheckConfigError) {
-      io.err(`idemkit check: ${error.message}\nRun \`idemkit check --help\` for usage.`);
+      io.err(`idemkit check: ${printable(error.message)}\nRun \`idemkit check --help\` for usage.`);
       return 2;
     }
     if (error instanceof TargetUnreachableError) {
-      io.err(`idemkit check: ${error.message}`);
+      // may hold the baseline answer's body
+      io.err(`idemkit check: ${printable(error.message)}`);
       return 2;
     }
     throw error;

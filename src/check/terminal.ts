@@ -1,10 +1,12 @@
 /**
- * What the `idemkit` store commands and `idemkit ui` print to a terminal. Keys, scopes, recovery
- * points, stored headers and bodies are chosen by clients (and error messages may echo them): a
- * raw ESC, BEL or C1 control would let a stored body retitle the operator's terminal
- * (`ESC]0;…BEL`), erase and fake lines (`ESC[2K ESC[1A`) or write the clipboard (OSC 52). Every
- * human-readable line goes through `printable` (one field) or `terminalText` (whole lines), and
- * every JSON document through `terminalJson`, which stays valid JSON with the same value.
+ * What the `idemkit` commands print to a terminal. In the store commands and `idemkit ui`, keys,
+ * scopes, recovery points, stored headers and bodies are chosen by clients (and error messages
+ * may echo them); in `idemkit check`, the bodies and headers it reports come from the target,
+ * which may be broken or hostile. A raw ESC, BEL or C1 control would let such a value retitle the
+ * operator's terminal (`ESC]0;…BEL`), erase and fake lines (`ESC[2K ESC[1A`) or write the
+ * clipboard (OSC 52). Every human-readable line goes through `printable` (one field) or
+ * `terminalText` (whole lines), and every JSON document through `terminalJson`, which stays
+ * valid JSON with the same value.
  */
 
 // C0, DEL, C1 (\p{Cc}); lone surrogates (\p{Cs}: with the u flag a surrogate pair is one code

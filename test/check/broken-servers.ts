@@ -3,7 +3,7 @@
 // fault, so a check run against it must FAIL on that fault's case.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Running } from './servers.js';
 
@@ -113,4 +113,49 @@ export async function startHangingAfterFirst(): Promise<Running> {
       });
     }),
   );
+}
+
+/**
+ * What a hostile target would send an operator's terminal, as raw bytes: retitle it (OSC 0 …
+ * BEL), erase a line and move up to fake one (CSI 2K, CSI 1A), set the clipboard (OSC 52), and
+ * the same as 8-bit C1 controls (CSI U+009B, OSC U+009D, ST U+009C).
+ */
+export const HOSTILE = {
+  /** In a header value: node refuses C0 there on both ends, so these are C1 (Latin-1 bytes). */
+  header: '\x9b2K\x9b1A\x9d0;header\x9c',
+  /** In a problem+json title and detail and in a 201 body (raw, not JSON-escaped: a hostile server does not care). */
+  title: '\x1b]0;title\x07',
+  detail: '\x1b[2K\x1b[1A\x1b]52;c;cHduZWQ=\x07',
+  body: '\x1b]0;body\x07\x9b31m\x7f',
+} as const;
+
+/**
+ * The Idempotency-Key matrix done right, but every answer carries control characters: a 201 body
+ * with HOSTILE.body, a replay marked `Idempotent-Replayed: HOSTILE.header` (so not `true`), a
+ * 400/409/422 problem+json with HOSTILE.title and HOSTILE.detail. `refuseAll`: every request
+ * gets that problem as a 403 (the check cannot even start).
+ */
+export async function startHostile(options: { refuseAll?: boolean } = {}): Promise<Running> {
+  const records = new Map<string, { body: string; response: string }>();
+  const problem = (res: ServerResponse, status: number) =>
+    void res
+      .writeHead(status, { 'content-type': 'application/problem+json' })
+      .end(`{"title":"${HOSTILE.title}","detail":"${HOSTILE.detail}","status":${status},"type":"about:blank"}`);
+  const server = createServer((req, res) => void (async () => {
+    const body = await readBody(req);
+    if (body === undefined) return;
+    if (options.refuseAll) return problem(res, 403);
+    if (req.method === 'GET') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(HOSTILE.body);
+    const key = keyOf(req);
+    if (key === undefined) return problem(res, 400);
+    const entry = records.get(key);
+    if (!entry) {
+      const response = `{"id":"${randomUUID()}","note":"${HOSTILE.body}"}`;
+      records.set(key, { body, response });
+      return void res.writeHead(201, { 'content-type': 'application/json' }).end(response);
+    }
+    if (entry.body !== body) return problem(res, 422);
+    res.writeHead(201, { 'content-type': 'application/json', 'idempotent-replayed': HOSTILE.header }).end(entry.response);
+  })());
+  return listen(server);
 }
