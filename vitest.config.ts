@@ -9,6 +9,8 @@ export default defineConfig({
   ssr: { resolve: { conditions: ['idemkit-source', ...defaultServerConditions.filter((condition) => condition !== 'module')] } },
   test: {
     include: ['test/**/*.test.ts'],
+    // idemkit's expected log lines are printed only for a failing test (test/support/quiet-logs.ts).
+    setupFiles: ['test/support/quiet-logs.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // The machine has 2 cores; concurrency suites spawn their own load.
