@@ -200,7 +200,7 @@ export class IdempotencyEngine<Req = unknown> {
     // adapter's check whether an answer went out without us (Execution.watch).
     const periodMs = Math.max(1, Math.floor(this.options.leaseMs / LEASE_TICKS));
     let keeper = this.shared.keepers.get(periodMs);
-    if (keeper === undefined) this.shared.keepers.set(periodMs, (keeper = new LeaseKeeper(periodMs)));
+    if (keeper === undefined) this.shared.keepers.set(periodMs, (keeper = new LeaseKeeper(periodMs, this.options.logger)));
     this.keeper = keeper;
   }
 

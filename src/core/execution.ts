@@ -17,7 +17,7 @@ import type { ResponseHeaders } from './response.js';
 import { toStoredResponse, toStoredResponseFromRecord } from './response.js';
 import { fenceHandle } from './tx-fence.js';
 import type { CompleteEvent, EventRequest, EventSink, LeaseLostEvent } from './events.js';
-import { since } from './events.js';
+import { redactedKey, since } from './events.js';
 
 /** The request an execution serves, as events name it (the engine's `RequestFacts` fits). */
 export interface RequestOrigin {
@@ -143,6 +143,8 @@ export class Execution {
   private readonly guard: ExecutionGuard | undefined;
   /** The answer this execution's own record now holds (stored, or committed), for the guard. */
   private kept: StoredResponse | undefined;
+  /** When the renewal still waiting for the store was sent (`Date.now()`); undefined when none waits. */
+  private renewingSince: number | undefined;
 
   constructor(
     options: ResolvedOptions<never>,
@@ -263,22 +265,44 @@ export class Execution {
     }
     const { store, leaseMs, onError, renewLease } = this.options;
     if (!renewLease) return;
+    // A renewal still waiting for the store (queued behind a pool the handlers' transactions hold)
+    // is not sent again: one more per tick would only lengthen that queue. The keeper warns.
+    if (this.renewingSince !== undefined) {
+      this.keeper.renewalLate(() => this.leaseName(), Date.now() - this.renewingSince, true);
+      return;
+    }
+    const sentAt = (this.renewingSince = Date.now());
+    const renewals: Array<Promise<unknown>> = [];
     // The guard's lease must not run out while this one is held: an old instance would take it over and run.
-    if (this.guard !== undefined) store.renew(this.guard.ref, this.guard.token, leaseMs).catch(onError);
-    store.renew(this.ref, this.token, leaseMs).then(
-      (ok) => {
-        if (!ok) {
-          this.leaseLost = true;
-          this.stopRenewal();
-          this.tellLeaseLost('renew');
-        }
-      },
-      (error: unknown) => {
-        onError(error);
-        const { events } = this.options;
-        if (events?.wants('storeError')) events.emit('storeError', { operation: 'renew', error, request: this.who(events) });
-      },
+    if (this.guard !== undefined) renewals.push(store.renew(this.guard.ref, this.guard.token, leaseMs).catch(onError));
+    renewals.push(
+      store.renew(this.ref, this.token, leaseMs).then(
+        (ok) => {
+          if (!ok) {
+            this.leaseLost = true;
+            this.stopRenewal();
+            this.tellLeaseLost('renew');
+          }
+        },
+        (error: unknown) => {
+          onError(error);
+          const { events } = this.options;
+          if (events?.wants('storeError')) events.emit('storeError', { operation: 'renew', error, request: this.who(events) });
+        },
+      ),
     );
+    void Promise.allSettled(renewals).then(() => {
+      this.renewingSince = undefined;
+      const tookMs = Date.now() - sentAt;
+      if (tookMs > this.keeper.periodMs) this.keeper.renewalLate(() => this.leaseName(), tookMs, false);
+    });
+  }
+
+  /** The lease as the keeper's warning names it: the key (hashed with `redactKeys`) and its scope. */
+  private leaseName(): string {
+    const { scope, key } = this.ref;
+    if (this.options.redactKeys) return `key ${redactedKey(scope, key)}`;
+    return scope === '' ? `key ${JSON.stringify(key)}` : `key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`;
   }
 
   private stopRenewal(): void {

@@ -45,6 +45,17 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
    * @default 10_000
    */
   readonly statementTimeoutMs?: number;
+  /**
+   * A second, small mysql2/promise pool (created by the caller, e.g. `connectionLimit: 2`) that
+   * only lease renewals use. In transactional mode each request holds one of `pool`'s connections
+   * while its handler runs, so with as many requests as connections a renewal waits for a
+   * connection until the lease runs out and another instance takes the key over; renewals through
+   * a pool of their own never queue behind those transactions. Only renewals: every other statement
+   * (claim, release, checkpoint, complete) either starts a request or ends it, and a late one costs
+   * time, not a lease.
+   * @default `pool`
+   */
+  readonly leasePool?: MysqlPool;
 }
 
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
@@ -91,9 +102,12 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   const maxResponseBytes = opts.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   if (maxResponseBytes > MAX_PACKET) opts.fail('maxResponseBytes', `expected at most ${MAX_PACKET} (the largest max_allowed_packet)`);
   const timeoutMs = opts.duration('statementTimeoutMs', { default: 10_000, min: 1 });
+  const leasePool = opts.driver('leasePool', ['getConnection'], 'a second mysql2/promise Pool (createPool)', { optional: true, refuse: notAMysqlPool });
+  if (leasePool === pool) opts.fail('leasePool', 'expected a pool of its own: the same pool as `pool` would queue renewals behind the handlers\' transactions again');
   opts.done();
   const sql = statements(table);
   const db = new Connections(pool, timeoutMs, (what, error) => failure(what, error));
+  const leaseDb = leasePool === undefined ? db : new Connections(leasePool, timeoutMs, (what, error) => failure(what, error));
 
   /** The names of the table's columns in the connection's database; empty when there is no table. */
   async function columns(what: string): Promise<Set<string>> {
@@ -242,7 +256,7 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
     },
     claim,
     async renew(ref, token, leaseMs) {
-      const { result } = await db.run('renew', sql.renew, [leaseMs, ...refParams(ref), token]);
+      const { result } = await leaseDb.run('renew', sql.renew, [leaseMs, ...refParams(ref), token]);
       return affectedRows(result) === 1;
     },
     async checkpoint(ref, token, point, data) {

@@ -49,6 +49,16 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
   readonly schema?: string;
   /** Larger response bodies are not stored (the record marks them omitted); at most 512 MiB. @default 1_048_576 */
   readonly maxResponseBytes?: number;
+  /**
+   * A second, small node-postgres Pool (created by the caller, e.g. `max: 2`) that only lease
+   * renewals use. In transactional mode each request holds one of `pool`'s clients while its
+   * handler runs, so with as many requests as clients a renewal waits for a client until the lease
+   * runs out and another instance takes the key over; renewals through a pool of their own never
+   * queue behind those transactions. Only renewals: every other statement (claim, release,
+   * checkpoint, complete) either starts a request or ends it, and a late one costs time, not a lease.
+   * @default `pool`
+   */
+  readonly leasePool?: PostgresPool;
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
@@ -107,6 +117,9 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   // A bytea value and a protocol message are limited to 1 GB: a larger limit could never be honoured.
   if (maxResponseBytes > MAX_RESPONSE_BYTES) read.fail('maxResponseBytes', `expected at most ${MAX_RESPONSE_BYTES} (512 MiB)`);
+  const ownLeasePool = read.driver('leasePool', ['query', 'connect'], 'a second node-postgres Pool (with query and connect)', { optional: true, refuse: notAPgPool });
+  if (ownLeasePool === pool) read.fail('leasePool', 'expected a pool of its own: the same pool as `pool` would queue renewals behind the handlers\' transactions again');
+  const leasePool = ownLeasePool ?? pool;
   read.done();
   const sql = postgresStatements(names);
   const where = `"${names.schema}"."${names.table}"`;
@@ -244,7 +257,7 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     },
     async renew(ref, token, leaseMs) {
       checkPostgresRef(ref);
-      const result = await run(pool, 'renew', sql.renew, [ref.scope, ref.key, token, leaseMs]);
+      const result = await run(leasePool, 'renew', sql.renew, [ref.scope, ref.key, token, leaseMs]);
       return result.rowCount === 1;
     },
     checkpoint: (ref, token, point, data) => checkpoint(pool, ref, token, point, data),
