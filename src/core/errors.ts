@@ -335,7 +335,12 @@ export class InvalidKeyError extends IdempotencyHttpError {
   }
 }
 
-/** 409: the first request with this key is still being processed. */
+/**
+ * 409: the first request with this key is still being processed. The hint goes out twice: as
+ * `Retry-After` in whole seconds (at least 1, RFC 9110), which every client understands, and in
+ * ms as the problem's `retryAfterMs` member, so a client that reads it (idemkit's) can come back
+ * after 100 ms when the original takes 100 ms, not after the header's 1 s.
+ */
 export class KeyInFlightError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_KEY_IN_FLIGHT' satisfies ErrorCode;
   /** When to try again, in ms (the `Retry-After` header rounds it up to whole seconds). */
@@ -347,6 +352,7 @@ export class KeyInFlightError extends IdempotencyHttpError {
       problemInit(KeyInFlightError.code, {
         detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
         headers: { 'retry-after': String(seconds) },
+        extensions: { retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)) },
       }),
     );
     this.retryAfterMs = retryAfterMs;
