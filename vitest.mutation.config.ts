@@ -13,6 +13,10 @@ export default defineConfig({
       'test/client/*.test.ts',
       'test/fuzz/{key,canonical-json,retry-after}.test.ts',
     ],
+    // Instrumented code on a busy machine runs several times slower than the plain suite.
+    testTimeout: 120_000,
+    // Fewer fuzz runs per property (1,000 in `npm test`): a mutant the fuzzers catch fails in the first few.
+    env: { ...base.test?.env, IDEMKIT_FUZZ_RUNS: '100' },
     // Needs PostgreSQL: not a unit test.
     exclude: [...(base.test?.exclude ?? []), 'test/client/schema-missing.test.ts'],
   },
