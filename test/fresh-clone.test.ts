@@ -78,65 +78,18 @@ describe('a fresh clone, packed and installed into an empty strict app', () => {
   });
 
   it("runs the README's 20-line example: 201, the replay, 422; no bearer token in any stored record", async () => {
-    mkdirSync(join(app, 'node_modules', 'idemkit'), { recursive: true });
-    run('tar', ['-xzf', tarball, '-C', join(app, 'node_modules', 'idemkit'), '--strip-components=1'], scratch);
-    for (const name of ['structured-headers', 'hono', '@hono/node-server', 'better-sqlite3', '@types/better-sqlite3', '@types/node']) link(name);
-    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'strict-app', private: true, type: 'module' }));
-    writeFileSync(
-      join(app, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noUncheckedIndexedAccess: true, exactOptionalPropertyTypes: true, types: ['node'], outDir: 'out' },
-        include: ['server.ts'],
-      }),
-    );
-    // The reader's copy, but for the port: the test takes a free one.
-    const example = twentyLines();
-    expect(example).toMatch(/port: 3000/);
-    writeFileSync(join(app, 'server.ts'), example.replace('port: 3000', 'port: Number(process.env.PORT)'));
-    run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app, '--pretty', 'false'], app);
-
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port: free } = probe.address() as AddressInfo;
-        probe.close(() => resolve(free));
-      });
-    });
-    const child = spawn(process.execPath, ['out/server.js'], { cwd: app, env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
-    server = child;
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the example exited with ${code}:\n${output}`))));
-
-    const token = 'sk_live_7f3a9c1e5b2d4f6a8c0e';
-    const send = (body: string) =>
-      fetch(`http://127.0.0.1:${port}/charges`, {
-        method: 'POST',
-        headers: { 'idempotency-key': '8e03978e', authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body,
-      });
-    // The server listens once its module has run: retry the connection, not a guessed delay.
-    const firstAnswer = async (): Promise<Response> => {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await send('{"amount":1200}');
-        } catch (error) {
-          if (attempt === 500) throw error;
-          await Promise.race([new Promise((resolve) => setTimeout(resolve, 20)), exited]);
-        }
-      }
-    };
-    const first = await firstAnswer();
+    const { port, child } = await startApp('server.ts');
+    const first = await firstAnswer(port, child);
     expect(first.status).toBe(201);
     const created = (await first.json()) as { id: string; amount: number };
     expect(created.amount).toBe(1200);
 
-    const again = await send('{"amount":1200}');
+    const again = await send(port, '{"amount":1200}');
     expect(again.status).toBe(201);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(((await again.json()) as { id: string }).id).toBe(created.id);
 
-    const other = await send('{"amount":9}');
+    const other = await send(port, '{"amount":9}');
     expect(other.status).toBe(422);
     expect(other.headers.get('content-type')).toMatch(/^application\/problem\+json/);
 
@@ -153,7 +106,7 @@ describe('a fresh clone, packed and installed into an empty strict app', () => {
           rows++;
           for (const value of Object.values(row)) {
             const text = Buffer.isBuffer(value) ? value.toString('latin1') : String(value);
-            expect(text).not.toContain(token);
+            expect(text).not.toContain(TOKEN);
           }
         }
       }
@@ -162,4 +115,101 @@ describe('a fresh clone, packed and installed into an empty strict app', () => {
       db.close();
     }
   }, 120_000);
+
+  it('with OpenTelemetry (instrumentStore, telemetryEvents, default options) on the same example: no bearer token on any span', async () => {
+    const { port, child } = await startApp('traced.ts');
+    expect((await firstAnswer(port, child)).status).toBe(201);
+    expect((await send(port, '{"amount":1200}')).headers.get('idempotent-replayed')).toBe('true');
+    const spans = (await (await fetch(`http://127.0.0.1:${port}/spans`)).json()) as Array<{ name: string; attributes: Record<string, unknown>; events: unknown[] }>;
+    expect(spans.map((span) => span.name)).toContain('idemkit.store.claim');
+    expect(spans.some((span) => typeof span.attributes['idemkit.scope'] === 'string')).toBe(true);
+    expect(JSON.stringify(spans)).not.toContain(TOKEN);
+  }, 120_000);
 });
+
+const TOKEN = 'sk_live_7f3a9c1e5b2d4f6a8c0e';
+
+/** The tarball installed into an empty strict app, and the README's example compiled in it (once). */
+let installed = false;
+function installApp(): void {
+  if (installed) return;
+  mkdirSync(join(app, 'node_modules', 'idemkit'), { recursive: true });
+  run('tar', ['-xzf', tarball, '-C', join(app, 'node_modules', 'idemkit'), '--strip-components=1'], scratch);
+  for (const name of ['structured-headers', 'hono', '@hono/node-server', 'better-sqlite3', '@types/better-sqlite3', '@types/node', '@opentelemetry/api', '@opentelemetry/sdk-trace-base', '@opentelemetry/core', '@opentelemetry/resources', '@opentelemetry/semantic-conventions']) link(name);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'strict-app', private: true, type: 'module' }));
+  writeFileSync(
+    join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noUncheckedIndexedAccess: true, exactOptionalPropertyTypes: true, types: ['node'], outDir: 'out' },
+      include: ['server.ts', 'traced.ts'],
+    }),
+  );
+  // The reader's copy, but for the port: the test takes a free one.
+  const example = twentyLines();
+  expect(example).toMatch(/port: 3000/);
+  const server = example.replace('port: 3000', 'port: Number(process.env.PORT)');
+  writeFileSync(join(app, 'server.ts'), server);
+  // The same app with idemkit/otel as docs/operations.md sets it up, spans kept in memory and served at /spans.
+  const traced = server
+    .replace('const store = sqliteStore(', 'const store = instrumentStore(sqliteStore(')
+    .replace("new Database('idempotency.db') });", "new Database('traced.db') }));")
+    .replace(/\n {2}store,\n/, '\n  store,\n  events: telemetryEvents(),\n')
+    .replace(
+      'serve({',
+      "app.get('/spans', (c) => c.json(exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, events: s.events }))));\nserve({",
+    );
+  expect(traced).toMatch(/instrumentStore\(sqliteStore\(/);
+  expect(traced).toMatch(/events: telemetryEvents\(\)/);
+  writeFileSync(
+    join(app, 'traced.ts'),
+    [
+      "import { trace } from '@opentelemetry/api';",
+      "import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';",
+      "import { instrumentStore, telemetryEvents } from 'idemkit/otel';",
+      'const exporter = new InMemorySpanExporter();',
+      'trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));',
+      traced,
+    ].join('\n'),
+  );
+  run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app, '--pretty', 'false'], app);
+  installed = true;
+}
+
+async function startApp(file: string): Promise<{ port: number; child: ChildProcess }> {
+  installApp();
+  const port = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address() as AddressInfo;
+      probe.close(() => resolve(free));
+    });
+  });
+  server?.kill('SIGKILL');
+  const child = spawn(process.execPath, [join('out', file.replace(/\.ts$/, '.js'))], { cwd: app, env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  server = child;
+  return { port, child };
+}
+
+function send(port: number, body: string): Promise<Response> {
+  return fetch(`http://127.0.0.1:${port}/charges`, {
+    method: 'POST',
+    headers: { 'idempotency-key': '8e03978e', authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body,
+  });
+}
+
+/** The first answer: the server listens once its module has run, so retry the connection, not a guessed delay. */
+async function firstAnswer(port: number, child: ChildProcess): Promise<Response> {
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the example exited with ${code}:\n${output}`))));
+  exited.catch(() => {});
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await send(port, '{"amount":1200}');
+    } catch (error) {
+      if (attempt === 500) throw error;
+      await Promise.race([new Promise((resolve) => setTimeout(resolve, 20)), exited]);
+    }
+  }
+}
