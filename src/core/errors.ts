@@ -175,7 +175,7 @@ export class StoreFullError extends IdempotencyHttpError {
   constructor(message: string, retryAfterMs = 1000) {
     const code = StoreFullError.code;
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) } }));
+    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) }, extensions: { retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)) } }));
     this.retryAfterMs = retryAfterMs;
   }
 }
@@ -194,7 +194,9 @@ export class StoreBusyError extends IdempotencyHttpError {
   constructor(message: string, retryAfterMs = 1000, options?: { cause?: unknown }) {
     const code = StoreBusyError.code;
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-    super(problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) }, cause: options?.cause }));
+    super(
+      problemInit(code, { detail: ERROR_CODES[code].http.detail, message, headers: { 'retry-after': String(seconds) }, extensions: { retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)) }, cause: options?.cause }),
+    );
     this.retryAfterMs = retryAfterMs;
   }
 }

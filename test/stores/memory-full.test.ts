@@ -53,6 +53,8 @@ describe('a full memory store behind the middleware', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     const problem = (await refused.json()) as Record<string, unknown>;
     expect(problem).toMatchObject({ type: 'urn:idemkit:problem:store-full', status: 503, title: 'Idempotency store full' });
+    // The same hint in ms, for a client that reads it (idemkit's).
+    expect(Math.ceil((problem.retryAfterMs as number) / 1000)).toBe(Number(refused.headers.get('retry-after')));
     expect(executed).not.toContain('tenant-b/charge-2');
     expect(executed).toHaveLength(maxRecords);
 

@@ -109,7 +109,8 @@ describe('sqliteStore: the one writer, busy', () => {
     expect(other.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(other.headers.get('retry-after')).toBe('5');
     const problem = (await other.json()) as { type: string; status: number; detail: string };
-    expect(problem).toMatchObject({ type: 'urn:idemkit:problem:store-busy', status: 503 });
+    // The hint in ms too, for a client that reads it (idemkit's): the header's 5 s, unrounded.
+    expect(problem).toMatchObject({ type: 'urn:idemkit:problem:store-busy', status: 503, retryAfterMs: 4_200 });
     expect(problem.detail).not.toMatch(/SQLite|storeTimeoutMs/);
     expect(executions.get('other-1')).toBeUndefined();
 
