@@ -30,8 +30,9 @@ export const CONTENT_TYPE = 'application/json';
 export const REPLAY_KEYS = 16;
 /**
  * The memory store's default bounds (10 000 records or 64 MiB, kept for 24 h) would fill within a
- * second of the new-key workload and then evict the oldest completed records on every claim; the
- * bench lifts both so every request is a plain claim, as it was before the byte bound existed.
+ * second of the new-key workload, after which the store refuses every new key (503 `store-full`:
+ * it never drops a record inside its window to make room); the bench lifts both so every request
+ * is a plain claim.
  */
 export const MEMORY_MAX_RECORDS = 50_000_000;
 export const MEMORY_MAX_BYTES = 64 * 1024 ** 3;

@@ -179,7 +179,9 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
    * Where failures are logged: any object with `warn(message, ...args)` and `error(message, ...args)`
    * (console, pino, winston, …). Each distinct failure (its code and message) is logged at most once
    * a minute, with a count of the ones left out, never once per request: a store that was never
-   * migrated logs one line naming the missing function and `store.migrate()`.
+   * migrated logs one `store-schema-missing` line naming what is missing (table, function or
+   * column) and the fix (`store.migrate()` or `idemkit migrate`); a full memory store, one
+   * `store-full` line naming the bound it reached.
    * @default console
    */
   readonly logger?: IdempotencyLogger;
