@@ -29,7 +29,11 @@ export async function storeFromUrl(url = process.env.STORE_URL): Promise<Idempot
   if (/^rediss?:\/\//.test(url)) {
     const { Redis } = await import('ioredis');
     const { redisStore } = await import('idemkit/stores/redis');
-    return redisStore({ client: new Redis(url), ...(process.env.STORE_PREFIX ? { prefix: process.env.STORE_PREFIX } : {}) });
+    // The settings docs/stores/redis.md recommends: while Redis is down a request gets its 503 at
+    // once, and no queued or resent claim runs after its request was answered.
+    const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true });
+    await client.connect(); // with the offline queue off, commands sent before `ready` would fail
+    return redisStore({ client, ...(process.env.STORE_PREFIX ? { prefix: process.env.STORE_PREFIX } : {}) });
   }
   if (/^(mysql|mariadb):\/\//.test(url)) {
     const mysql = await import('mysql2/promise');

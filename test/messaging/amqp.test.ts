@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { amqpConsumeOnce, amqpMessageId, migrateProcessed, MissingMessageIdError } from '../../src/messaging/index.js';
 import type { AmqpConsumer, AmqpMessage } from '../../src/messaging/index.js';
 import { redisStore } from '../../src/stores/redis.js';
+import { STORE_CLIENT_OPTIONS } from '../support/redis-servers.js';
 import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { postgresDatabase, sqliteDatabase } from './databases.js';
@@ -228,7 +229,9 @@ describe.skipIf(!available)('amqpConsumeOnce on RabbitMQ + PostgreSQL', () => {
 
   it.skipIf(!hasRedis)('with a Redis store: a concurrent delivery of an in-flight id is requeued, then acked as a duplicate', async () => {
     const { queue: q } = await queue('store');
-    const client = new Redis({ host: REDIS.host, port: REDIS.port });
+    // The client settings docs/stores/redis.md recommends (redisStore warns about the defaults).
+    const client = new Redis({ host: REDIS.host, port: REDIS.port, ...STORE_CLIENT_OPTIONS });
+    await client.connect();
     const prefix = `idem-msg-amqp-${tag}`;
     try {
       const channel = await connection.createChannel();

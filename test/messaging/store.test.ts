@@ -16,6 +16,7 @@ import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { redisStore } from '../../src/stores/redis.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import { STORE_CLIENT_OPTIONS } from '../support/redis-servers.js';
 import { MARIADB, POSTGRES, REDIS, requireService } from '../support/services.js';
 import { dropTable, newPool } from '../stores/postgres-support.js';
 import { manualClock } from '../stores/manual-clock.js';
@@ -198,7 +199,9 @@ suite('MariaDB', hasMaria, async () => {
   };
 }, { ...OLD_DONE, body: new Uint8Array(0) });
 suite('Redis', hasRedis, async () => {
-  const client = new Redis({ host: REDIS.host, port: REDIS.port, lazyConnect: false });
+  // The client settings docs/stores/redis.md recommends (redisStore warns about the defaults).
+  const client = new Redis({ host: REDIS.host, port: REDIS.port, ...STORE_CLIENT_OPTIONS });
+  await client.connect();
   return {
     store: redisStore({ client, prefix }),
     close: async () => {
