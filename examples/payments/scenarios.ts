@@ -26,6 +26,10 @@ import { startService } from './process.js';
 import { channelKeyFor } from './pay.js';
 import { hexId, pick } from './rng.js';
 import { CATALOGUE } from './schema.js';
+import { tenantOf } from '../store.js';
+
+/** The tenant id (scope, orders' tenant column) the service derives from `Bearer <name>`. */
+const tenantIdOf = (name: string): string => tenantOf(`Bearer ${name}`)!;
 
 export interface RunOptions {
   readonly orders: number;
@@ -219,7 +223,7 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
       completedKeys++;
       checks.push(eq('one original 201', 1, originals));
       checks.push(eq('the others: 409 in flight or a replay', 99, conflicts + replays));
-      checks.push(eq('orders for the key', 1, await count(`SELECT count(*) AS n FROM ${t().orders} WHERE client_order_no LIKE 's1-%' AND tenant = ?`, [p.tenant])));
+      checks.push(eq('orders for the key', 1, await count(`SELECT count(*) AS n FROM ${t().orders} WHERE client_order_no LIKE 's1-%' AND tenant = ?`, [tenantIdOf(p.tenant)])));
       checks.push(eq('stock reserved (one reservation)', p.quantity, await count(`SELECT reserved AS n FROM ${t().inventory} WHERE sku = ?`, [p.sku])));
       // The key is scoped by tenant: another tenant's identical key is another request.
       const q = plan('s1-1', 'globex');
@@ -417,7 +421,7 @@ export async function runAcceptance(o: RunOptions): Promise<Report> {
         checks.push(eq('b) a late client retry replays the completer\'s answer', '202 replayed', `${late.status} ${late.idempotency.replayed ? 'replayed' : 'executed'}`));
         checks.push(eq('b) resumed after the last recovery point', 'payment_started', lateBody.resumedFrom ?? 'none'));
         checks.push(eq('b) channel charges for the order', 1, channel.chargesFor(bOrder)));
-        checks.push(atLeast('b) channel requests with the one channel key', 2, channel.requestsFor(channelKeyFor(b.tenant, bKey))));
+        checks.push(atLeast('b) channel requests with the one channel key', 2, channel.requestsFor(channelKeyFor(tenantIdOf(b.tenant), bKey))));
         completedKeys++;
 
         // c) killed between the UNPAID→PAID update and the ledger write (inside the callback's

@@ -6,8 +6,11 @@
  *   GET  /orders/:id           read
  *   POST /callbacks/channel    the channel's signed notification (Standard Webhooks); insert-once on the channel txn id
  *
- * Authentication is a demo stand-in: `Authorization: Bearer <tenant>`. The tenant is the
- * idempotency scope, so two tenants never share a key (anti-pattern "unscoped keys").
+ * Authentication is a demo stand-in: `Authorization: Bearer <tenant name>`, any name accepted. The
+ * tenant id is a hash of that bearer value (`tenantOf` from examples/store.ts), never the value
+ * itself: it is the idempotency scope, stored in every record and shown by `idemkit list`,
+ * `inspect` and `ui`, and the orders' tenant column. Two tenants never share a key (anti-pattern
+ * "unscoped keys"). A real service verifies the token and uses the id of the account it belongs to.
  */
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -21,6 +24,7 @@ import type { OrderRow } from './orders.js';
 import type { PayPhases } from './pay.js';
 import { payPhases } from './pay.js';
 import type { Answer } from './problem.js';
+import { tenantOf } from '../store.js';
 import { crashAt, problem, ProblemError } from './problem.js';
 import type { ChargeSucceeded } from './settle.js';
 import { settle } from './settle.js';
@@ -81,7 +85,8 @@ export async function buildService(config: ServiceConfig): Promise<{ app: Fastif
 
   // Authentication runs before the idempotency hooks: a 401 never claims a key.
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
-    const tenant = /^Bearer ([A-Za-z0-9_-]{1,64})$/.exec(request.headers.authorization ?? '')?.[1];
+    const authorization = request.headers.authorization ?? '';
+    const tenant = /^Bearer [A-Za-z0-9_-]{1,64}$/.test(authorization) ? tenantOf(authorization) : undefined;
     if (!tenant) return send(reply, problem(401, 'unauthenticated', 'Unauthenticated', 'Send Authorization: Bearer <tenant>.'));
     request.tenant = tenant;
   };
