@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { FingerprintInput } from '../../src/core/fingerprint.js';
-import { fingerprint, mediaTypeField } from '../../src/core/fingerprint.js';
+import { fieldsDigest, fingerprint, fingerprintForm, mediaTypeField } from '../../src/core/fingerprint.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const fp = (body: string, over: Partial<FingerprintInput> = {}, fields?: string[]) =>
@@ -175,5 +176,53 @@ describe('fingerprint', () => {
     expect(fp('{"amount":9007199254740993,"ts":1}', {}, fields)).toBe(fp('{"ts":2,"amount":9007199254740993.00}', {}, fields));
     expect(fp('{}', {}, ['constructor'])).not.toBe(fp('{"constructor":null}', {}, ['constructor']));
     expect(parsed({}, 'application/json', ['constructor'])).not.toBe(parsed({ constructor: null }, 'application/json', ['constructor']));
+  });
+});
+
+/**
+ * The exact input the hash is taken over, written out here from the form docs/semantics.md
+ * documents, so that a change to any part of it (the method's case, the media type, the `json`/
+ * `raw`/`value` tag, the path taken for a parsed value) is a failing test rather than a quiet
+ * change of every stored fingerprint (issue 26, item 27: mutants in these lines survived).
+ */
+describe('fingerprint: the exact form hashed', () => {
+  const sha = (text: string | Uint8Array) => createHash('sha256').update(text).digest('hex');
+  const input = (over: Partial<FingerprintInput>): FingerprintInput => ({ method: 'post', path: '/charges?x=1', contentType: 'application/json; charset=utf-8', body: enc('{"b":1,"a":2}'), ...over });
+
+  it('JSON bytes: the method upper-cased, the path, the media type essence, `json`, the canonical text', () => {
+    expect(fingerprint(input({}))).toBe(`v2:${sha('POST\n/charges?x=1\n"application/json"\njson\n{"a":2,"b":1}')}`);
+  });
+
+  it('other bytes: `raw` and the bytes; no Content-Type is `null`', () => {
+    expect(fingerprint(input({ contentType: 'Text/Plain; charset=x', body: enc('{"b":1}') }))).toBe(`v2:${sha('POST\n/charges?x=1\n"text/plain"\nraw\n{"b":1}')}`);
+    expect(fingerprint(input({ contentType: undefined, body: enc('abc') }))).toBe(`v2:${sha('POST\n/charges?x=1\nnull\nraw\nabc')}`);
+    expect(fingerprint(input({ contentType: null, body: enc('abc') }))).toBe(`v2:${sha('POST\n/charges?x=1\nnull\nraw\nabc')}`);
+  });
+
+  it('a parsed value, its bytes gone: `json` under a JSON media type, else `raw` for text and bytes, `value` for the rest', () => {
+    const gone = new Uint8Array(0);
+    expect(fingerprint(input({ body: gone, parsedJson: { value: { b: 1, a: 2 } } }))).toBe(`v2:${sha('POST\n/charges?x=1\n"application/json"\njson\n{"a":2,"b":1}')}`);
+    expect(fingerprint(input({ contentType: 'text/plain', body: gone, parsedJson: { value: 'hello' } }))).toBe(`v2:${sha('POST\n/charges?x=1\n"text/plain"\nraw\nhello')}`);
+    expect(fingerprint(input({ contentType: 'application/octet-stream', body: gone, parsedJson: { value: enc('hi') } }))).toBe(
+      `v2:${sha('POST\n/charges?x=1\n"application/octet-stream"\nraw\nhi')}`,
+    );
+    expect(fingerprint(input({ contentType: 'application/x-www-form-urlencoded', body: gone, parsedJson: { value: { b: '1', a: '2' } } }))).toBe(
+      `v2:${sha('POST\n/charges?x=1\n"application/x-www-form-urlencoded"\nvalue\n{"a":"2","b":"1"}')}`,
+    );
+    // An empty body with nothing parsed is an empty raw body, also under a JSON media type.
+    expect(fingerprint(input({ body: gone }))).toBe(`v2:${sha('POST\n/charges?x=1\n"application/json"\nraw\n')}`);
+  });
+
+  it('with fields: the digest of the sorted list between the version and the hash', () => {
+    const digest = sha(JSON.stringify(['amount', 'currency'])).slice(0, 16);
+    expect(fieldsDigest(['currency', 'amount'])).toBe(digest);
+    expect(fingerprint(input({}), { fields: ['currency', 'amount'] })).toMatch(new RegExp(`^v2:${digest}:[0-9a-f]{64}$`));
+  });
+
+  it('fingerprintForm reads both forms back and nothing else', () => {
+    const hex = 'ab'.repeat(32);
+    expect(fingerprintForm(`v2:${hex}`)).toEqual({ fieldsDigest: undefined, hex });
+    expect(fingerprintForm(`v2:0123456789abcdef:${hex}`)).toEqual({ fieldsDigest: '0123456789abcdef', hex });
+    for (const other of [hex, `v1:${hex}`, `v2:${hex}x`, `v2:0123:${hex}`, `v2:${hex.toUpperCase()}`, '']) expect(fingerprintForm(other)).toBeUndefined();
   });
 });
