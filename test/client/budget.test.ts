@@ -143,3 +143,25 @@ describe('a burst against a dead server', () => {
     }
   });
 });
+
+describe('budget options are validated, each error naming the option as the caller wrote it (test:mutation survivors)', () => {
+  it('createRetryBudget(): its own names, initialTokens at most capacity', () => {
+    expect(() => createRetryBudget({ initialTokens: 20, capacity: 10 })).toThrow('Invalid option `initialTokens`: must be at most capacity (10)');
+    expect(() => createRetryBudget({ capacity: 0 })).toThrow('Invalid option `capacity`: expected an integer >= 1, got 0');
+    expect(() => createRetryBudget({ ratoi: 0.1 } as never)).toThrow('Invalid option `ratoi`: unknown option; did you mean `ratio`?');
+    expect(() => createRetryBudget({ colour: 1 } as never)).toThrow(/^Invalid option `colour`: unknown option; createRetryBudget\(\) takes/);
+  });
+
+  it('retryBudget: budget options are named under retryBudget.…; a budget is anything with deposit() and tryWithdraw()', () => {
+    expect(() => createIdempotentFetch({ retryBudget: { initialTokens: 20, capacity: 10 } })).toThrow('Invalid option `retryBudget.initialTokens`: must be at most capacity (10)');
+    expect(() => createIdempotentFetch({ retryBudget: { capacity: 'x' } as never })).toThrow('Invalid option `retryBudget.capacity`: expected an integer >= 1, got x');
+    for (const half of [{ deposit: () => {} }, { tryWithdraw: () => true }]) {
+      expect(() => createIdempotentFetch({ retryBudget: half as never })).toThrow(/Invalid option `retryBudget\.(deposit|tryWithdraw)`: unknown option; `retryBudget` takes `ratio`, `capacity`, `initialTokens`/);
+    }
+    const own = { deposit: () => {}, tryWithdraw: () => false };
+    expect(() => createIdempotentFetch({ retryBudget: own })).not.toThrow();
+    for (const wrong of [[], null, 42, 'budget']) {
+      expect(() => createIdempotentFetch({ retryBudget: wrong as never })).toThrow('Invalid option `retryBudget`: expected a RetryBudget (createRetryBudget()), budget options, or false');
+    }
+  });
+});
