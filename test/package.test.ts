@@ -218,3 +218,13 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     expect(importers.map((file) => file.slice(root.length + 1))).toEqual(expected);
   });
 });
+
+describe('mutation testing (issue 26, item 27)', () => {
+  it('`npm run test:mutation` runs Stryker on the core files, and docs/mutation.md has a row for each', async () => {
+    expect(pkg.scripts['test:mutation']).toBe('stryker run');
+    const config = (await import(join(root, 'stryker.config.mjs'))) as { default: { mutate: string[]; testRunner: string } };
+    expect(config.default.testRunner).toBe('vitest');
+    const page = readFileSync(join(root, 'docs/mutation.md'), 'utf8');
+    for (const file of config.default.mutate) expect(page).toContain(`\`${file}\``);
+  });
+});
