@@ -158,7 +158,7 @@ describe('budget options are validated, each error naming the option as the call
     for (const half of [{ deposit: () => {} }, { tryWithdraw: () => true }]) {
       expect(() => createIdempotentFetch({ retryBudget: half as never })).toThrow(/Invalid option `retryBudget\.(deposit|tryWithdraw)`: unknown option; `retryBudget` takes `ratio`, `capacity`, `initialTokens`/);
     }
-    const own = { deposit: () => {}, tryWithdraw: () => false };
+    const own = { deposit: () => {}, tryWithdraw: () => false, tokens: 0 };
     expect(() => createIdempotentFetch({ retryBudget: own })).not.toThrow();
     for (const wrong of [[], null, 42, 'budget']) {
       expect(() => createIdempotentFetch({ retryBudget: wrong as never })).toThrow('Invalid option `retryBudget`: expected a RetryBudget (createRetryBudget()), budget options, or false');
