@@ -11,23 +11,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { memoryStore } from '../../src/stores/memory.js';
-
-function latch(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
-function recordingLogger() {
-  const lines: Array<{ level: string; message: string }> = [];
-  return {
-    lines,
-    logger: {
-      warn: (message: string) => lines.push({ level: 'warn', message }),
-      error: (message: string) => lines.push({ level: 'error', message }),
-    },
-  };
-}
+import { latch, recordingLogger } from '../support/recording.js';
 
 /** The memory store, its renew counted and replaced by `renew` (which gets the real one). */
 function wrapped(renew: (real: IdempotencyStore['renew'], ...args: Parameters<IdempotencyStore['renew']>) => Promise<boolean>) {

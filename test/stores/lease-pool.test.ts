@@ -18,25 +18,9 @@ import { withIdempotency } from '../../src/http/web.js';
 import { mysqlStore } from '../../src/stores/mysql.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { dropTable, newPool, sleep, uniqueTable, until } from './postgres-support.js';
+import { latch, recordingLogger } from '../support/recording.js';
 
 const MYSQL = { host: '127.0.0.1', port: 3306, user: 'root', database: 'test' } as const;
-
-function latch(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
-function recordingLogger() {
-  const lines: Array<{ level: string; message: string }> = [];
-  return {
-    lines,
-    logger: {
-      warn: (message: string) => lines.push({ level: 'warn', message }),
-      error: (message: string) => lines.push({ level: 'error', message }),
-    },
-  };
-}
 
 /** The store with its renewals counted: sent, and answered true, per key. */
 function countingRenewals<S extends IdempotencyStore>(store: S) {

@@ -23,12 +23,7 @@ import type { SqliteStore } from '../../src/stores/sqlite.js';
 import { sqliteFile } from '../support/sqlite-file.js';
 import type { SqliteFile } from '../support/sqlite-file.js';
 import { manualClock } from './manual-clock.js';
-
-function latch(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
+import { latch, recordingLogger } from '../support/recording.js';
 
 /** Lets every callback queued so far run (turns of the event loop), without a timer. */
 async function turns(n: number): Promise<void> {
@@ -42,17 +37,6 @@ async function until(done: () => Promise<boolean> | boolean, max = 1_000): Promi
     await turns(1);
   }
   throw new Error(`still not done after ${max} turns of the event loop`);
-}
-
-function recordingLogger() {
-  const lines: Array<{ level: string; message: string }> = [];
-  return {
-    lines,
-    logger: {
-      warn: (message: string) => lines.push({ level: 'warn', message }),
-      error: (message: string) => lines.push({ level: 'error', message }),
-    },
-  };
 }
 
 const post = (key: string, body = 'pay') =>
