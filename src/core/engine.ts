@@ -112,45 +112,6 @@ export type EngineOverrides<Req = unknown> = Pick<
   'required' | 'leaseMs' | 'inFlight' | 'waitTimeoutMs' | 'retryAfterMs' | 'scope' | 'previousScope' | 'fingerprintFields' | 'previousFingerprintFields'
 >;
 
-/** The options one route may override (`EngineOverrides`), as each adapter's per-route settings read them. */
-export const ROUTE_OPTIONS = [
-  'required',
-  'leaseMs',
-  'inFlight',
-  'waitTimeoutMs',
-  'retryAfterMs',
-  'scope',
-  'previousScope',
-  'fingerprintFields',
-  'previousFingerprintFields',
-] as const satisfies ReadonlyArray<
-  keyof EngineOverrides
->;
-
-/**
- * The options only the middleware (plugin, module) takes, which a route cannot change: where
- * records live, what is replayed… A route that sets one is told where it belongs.
- */
-export const MOUNT_OPTIONS: ReadonlySet<string> = new Set([
-  'store',
-  'methods',
-  'header',
-  'keyPolicy',
-  'windowMs',
-  'renewLease',
-  'maxExecutionMs',
-  'maxBodyBytes',
-  'replayHeaders',
-  'transactional',
-  'storeTimeoutMs',
-  'failOpen',
-  'onError',
-  'logger',
-  'events',
-  'redactKeys',
-  'problemTypeBase',
-] satisfies ReadonlyArray<Exclude<keyof IdempotencyOptions, keyof EngineOverrides>>);
-
 /** What an engine and the engines derived from it share: their timers. */
 interface Shared {
   readonly deadlines: Deadlines;

@@ -2,13 +2,14 @@ import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { EngineOverrides, Execution, RequestBody, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
-import { IdempotencyEngine, MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
+import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
-import { BodyTooLargeError, InvalidOptionError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
+import { BodyTooLargeError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { optionReader } from '../core/option-reader.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord } from '../core/response.js';
+import type { RouteNaming } from '../core/route-options.js';
+import { readRouteOverrides, routeEngine } from '../core/route-options.js';
 import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
@@ -61,12 +62,23 @@ type TrackedRequest = FastifyRequest & { [kPending]: Pending | null };
 const kBody = Symbol('idemkit.fastify.body');
 type TeedRequest = FastifyRequest & { [kBody]: BodyTee | null };
 
+/** How a route's `config.idempotency` is named in errors; the plugin-wide options are refused there. */
+function routeNaming(url: string): RouteNaming {
+  return {
+    path: 'config.idempotency',
+    suffix: ` of ${url}`,
+    expected: 'true, false or an object of per-route options',
+    mount: 'the plugin',
+    mountHint: 'set it where the plugin is registered',
+  };
+}
+
 async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<FastifyRequest>): Promise<void> {
-  const engine = new IdempotencyEngine<FastifyRequest>(options);
-  const { header, maxBodyBytes, problemTypeBase } = engine.options;
+  const pluginEngine = new IdempotencyEngine<FastifyRequest>(options);
+  const { header, maxBodyBytes, problemTypeBase } = pluginEngine.options;
   const headerName = header.toLowerCase();
   // Headers that describe the handler's representation; dropped when a problem replaces it.
-  const entityHeaders = engine.representationHeaders;
+  const entityHeaders = pluginEngine.representationHeaders;
   if (!fastify.hasRequestDecorator('idempotency')) fastify.decorateRequest('idempotency', undefined);
   // Fastify builds each request with its decorations in place: reading and writing this property
   // costs less than a WeakMap. Each plugin instance owns the requests of its own routes only.
@@ -74,32 +86,13 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   const pendingOf = (request: FastifyRequest) => (request as TrackedRequest)[kPending];
   if (!fastify.hasRequestDecorator(kBody as unknown as string)) fastify.decorateRequest(kBody as unknown as string, null);
 
-  /**
-   * The engine of one route: the plugin's own, or (when the route's config overrides more than
-   * `required`) one derived from it once, here, so that no request pays for the route's options.
-   */
-  function routeEngine(config: IdempotencyRouteConfig, url: string): { engine: IdempotencyEngine<FastifyRequest>; required: boolean } {
-    // Only idemkit's own object is read: the rest of `config` belongs to Fastify and other plugins.
-    const naming = { path: 'config.idempotency', suffix: ` of ${url}` };
-    const read = optionReader('config.idempotency', config, naming);
-    for (const key of Object.keys(config)) {
-      if (MOUNT_OPTIONS.has(key)) read.fail(key as keyof IdempotencyRouteConfig, 'is an option of the plugin, not of a route: set it where the plugin is registered');
-    }
-    const required = read.boolean('required', { default: engine.options.required });
-    const overrides: Record<string, unknown> = {};
-    for (const name of ROUTE_OPTIONS) if (name !== 'required' && read.value(name) !== undefined) overrides[name] = config[name];
-    read.done();
-    if (Object.keys(overrides).length === 0) return { engine, required };
-    return { engine: engine.withOverrides(Object.assign(overrides, { required }), naming), required };
-  }
-
   fastify.addHook('onRoute', (route) => {
     const config = route.config?.idempotency;
     if (config === false) return;
-    if (config !== undefined && config !== true && (config === null || typeof config !== 'object')) {
-      throw new InvalidOptionError(`config.idempotency of ${route.url}`, 'expected true, false or an object of per-route options');
-    }
-    const { engine, required } = routeEngine(config === true || config === undefined ? {} : config, route.url);
+    // Only idemkit's own object is read: the rest of `config` belongs to Fastify and other plugins.
+    // A route's engine is derived once, here, so that no request pays for the route's options.
+    const naming = routeNaming(route.url);
+    const engine = routeEngine(pluginEngine, readRouteOverrides<FastifyRequest>(config === true ? undefined : config, naming), naming);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };
@@ -127,7 +120,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         (request as TeedRequest)[kBody] = null;
         return bodyFacts(request.body, request.headers['content-type'], teed);
       },
-      required,
     };
     const keyedRequest = (request: FastifyRequest): boolean => {
       if (!engine.covers(request.method)) return false;

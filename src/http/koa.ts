@@ -2,10 +2,11 @@ import type { Next, ParameterizedContext } from 'koa';
 import type { ContextFor, EngineOverrides, Execution, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
 import type { IdempotencyStore } from '../core/store.js';
-import { IdempotencyEngine, MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
+import { IdempotencyEngine } from '../core/engine.js';
 import { MountedTwiceError, RequestAbortedError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
-import { optionReader } from '../core/option-reader.js';
+import type { RouteNaming } from '../core/route-options.js';
+import { readRouteOverrides, routeEngine } from '../core/route-options.js';
 import type { KoaBody } from './koa-body.js';
 import { requestBody } from './koa-body.js';
 import { answerThrown, sendProblem, sendReplay, settleBody } from './koa-response.js';
@@ -63,6 +64,9 @@ const reader: RequestReader<KoaContext, KoaBody> = {
   contentType: (ctx) => ctx.req.headers['content-type'],
   readBody: requestBody,
 };
+
+/** How `route(…)`'s options are named in errors; the middleware-wide ones are refused there. */
+const ROUTE: RouteNaming = { path: 'route()', mount: 'the middleware', mountHint: 'give it to idempotency(…)' };
 
 /** The requests an idempotency middleware took: two on one request would claim twice. */
 const taken = new WeakSet<KoaContext>();
@@ -140,8 +144,9 @@ function middlewareFor<Context>(engine: IdempotencyEngine<KoaContext>): Idempote
     if (replacement) sendProblem(ctx, replacement, problemTypeBase, engine.representationHeaders);
   }
 
-  function route(overrides: IdempotencyRouteOptions = {}): IdempotencyMiddleware<Context> {
-    return middlewareFor<Context>(routeEngine(engine, overrides));
+  // Derived once, when `route(…)` is called, so that no request pays for the route's options.
+  function route(overrides?: IdempotencyRouteOptions): IdempotencyMiddleware<Context> {
+    return middlewareFor<Context>(routeEngine(engine, readRouteOverrides(overrides, ROUTE), ROUTE));
   }
 
   return Object.assign(idempotencyMiddleware, {
@@ -149,26 +154,3 @@ function middlewareFor<Context>(engine: IdempotencyEngine<KoaContext>): Idempote
     route,
   });
 }
-
-/**
- * The engine of one route: derived from the middleware's once, when `route(…)` is called, so that
- * no request pays for the route's options. Options that say where records live or what is
- * replayed belong to the middleware and are refused here, naming the option.
- */
-function routeEngine(engine: IdempotencyEngine<KoaContext>, overrides: IdempotencyRouteOptions): IdempotencyEngine<KoaContext> {
-  const naming = { path: 'route()' };
-  const read = optionReader('route()', overrides, naming);
-  const given: Record<string, unknown> = {};
-  for (const name of ROUTE_OPTIONS) {
-    const value = read.value(name);
-    if (value !== undefined) given[name] = value;
-  }
-  for (const key of Object.keys(overrides)) {
-    if (!(ROUTE_OPTIONS as readonly string[]).includes(key) && MOUNT_OPTIONS.has(key)) {
-      read.fail(key as keyof IdempotencyRouteOptions, 'is an option of the middleware, not of a route: give it to idempotency(…)');
-    }
-  }
-  read.done();
-  return engine.withOverrides(given, naming);
-}
-

@@ -1,7 +1,6 @@
 import type { EngineOverrides } from '../core/engine.js';
-import { MOUNT_OPTIONS, ROUTE_OPTIONS } from '../core/engine.js';
-import { InvalidOptionError } from '../core/errors.js';
-import { optionReader } from '../core/option-reader.js';
+import type { RouteNaming } from '../core/route-options.js';
+import { readRouteOverrides } from '../core/route-options.js';
 import type { NestRequest } from './reader.js';
 
 /**
@@ -17,25 +16,23 @@ export interface IdempotentRouteOptions extends EngineOverrides<NestRequest> {
 /** What `@Idempotent` records: `false`, or the options (an empty object protects with the module's). */
 export type IdempotentConfig = false | IdempotentRouteOptions;
 
-/** The options a route may set: the core's, as every adapter reads them. */
-export { ROUTE_OPTIONS };
+/** How `@Idempotent(…)` applied to `where` (a controller, `Controller.method`) is named in errors. */
+export function routeNaming(where: string): RouteNaming {
+  return {
+    path: '@Idempotent()',
+    suffix: ` of ${where}`,
+    expected: 'true, false or an object of per-route options',
+    mount: 'IdempotencyModule.forRoot()',
+    mountHint: 'set it there',
+  };
+}
 
 /**
  * Checks what `@Idempotent` was given, where it is applied: its kind and its option names. The
- * values are checked with the module's options, when the application starts (`checkedOverrides`).
+ * values are checked with the module's options, when the application starts (`IdempotencyRoutes`).
  */
 export function checkRouteConfig(config: unknown, where: string): IdempotentConfig {
-  if (config === undefined || config === true) return {};
   if (config === false) return false;
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw new InvalidOptionError(`@Idempotent() of ${where}`, 'expected true, false or an object of per-route options');
-  }
-  const options = config as IdempotentRouteOptions;
-  const read = optionReader('@Idempotent()', options, { path: '@Idempotent()', suffix: ` of ${where}` });
-  for (const key of Object.keys(options)) {
-    if (MOUNT_OPTIONS.has(key)) read.fail(key as keyof IdempotentRouteOptions, 'is an option of IdempotencyModule.forRoot(), not of a route: set it there');
-  }
-  read.accept(...ROUTE_OPTIONS);
-  read.done();
-  return options;
+  readRouteOverrides(config === true ? undefined : config, routeNaming(where));
+  return config === undefined || config === true ? {} : (config as IdempotentRouteOptions);
 }

@@ -1,11 +1,12 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { RequestReader } from '../core/engine.js';
 import { IdempotencyEngine } from '../core/engine.js';
+import { readRouteOverrides, routeEngine } from '../core/route-options.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import type { NestBody, NestRequest } from './reader.js';
 import { nestReader } from './reader.js';
 import type { IdempotentConfig } from './route-options.js';
-import { ROUTE_OPTIONS } from './route-options.js';
+import { routeNaming } from './route-options.js';
 
 /** The metadata key `@Idempotent` records its config under (on a controller class or a route handler). */
 export const IDEMPOTENT_METADATA = 'idemkit:idempotent';
@@ -72,12 +73,9 @@ export class IdempotencyRoutes {
     if (own === false || (own === undefined && (inherited === undefined || inherited === false))) return null;
     const config: Exclude<IdempotentConfig, false> = Object.assign({}, inherited || {}, own);
     const name = `${(controller as { name?: string }).name ?? 'a controller'}.${handler.name}`;
-    const overrides: Record<string, unknown> = {};
-    for (const option of ROUTE_OPTIONS) if (config[option] !== undefined) overrides[option] = config[option];
-    const naming = { path: '@Idempotent()', suffix: ` of ${name}` };
-    const engine = Object.keys(overrides).length === 0 ? this.engine : this.engine.withOverrides(overrides, naming);
-    const reader = config.required === undefined ? nestReader : Object.assign({}, nestReader, { required: config.required });
-    return { engine, reader, answersItself: answersItself(controller, handler.name), name };
+    const naming = routeNaming(name);
+    const engine = routeEngine(this.engine, readRouteOverrides<NestRequest>(config, naming), naming);
+    return { engine, reader: nestReader, answersItself: answersItself(controller, handler.name), name };
   }
 }
 
