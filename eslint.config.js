@@ -21,7 +21,7 @@ export default tseslint.config(
     // "Object spread on Node 20"). In the library's request and message paths, copy the fields by
     // name or assign after a copy (`idemkit check` and the admin commands run once per command).
     files: ['src/**/*.ts'],
-    ignores: ['src/check/**', 'src/cli/**', 'src/stores/*-admin.ts'],
+    ignores: ['src/check/**', 'src/cli/**', 'src/stores/*/admin.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',

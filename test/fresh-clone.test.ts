@@ -72,7 +72,7 @@ afterAll(() => {
 describe('a fresh clone, packed and installed into an empty strict app', () => {
   it('packs dist/ (prepack builds it): the entry points and the CLI are in the tarball', () => {
     const listing = run('tar', ['-tzf', tarball], scratch).split('\n');
-    for (const file of ['package/dist/core/index.js', 'package/dist/core/index.d.ts', 'package/dist/http/hono.js', 'package/dist/stores/sqlite.js', 'package/dist/cli/main.js']) {
+    for (const file of ['package/dist/core/index.js', 'package/dist/core/index.d.ts', 'package/dist/http/hono.js', 'package/dist/stores/sqlite/index.js', 'package/dist/cli/main.js']) {
       expect(listing).toContain(file);
     }
   });

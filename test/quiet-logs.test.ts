@@ -1,6 +1,6 @@
 // Issue 26, item 19: expected idemkit log lines stay out of a passing run (test/support/quiet-logs.ts).
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../src/stores/memory.js';
+import { memoryStore } from '../src/stores/memory/index.js';
 import { withIdempotency } from '../src/http/web.js';
 import { heldLogLines } from './support/quiet-logs.js';
 

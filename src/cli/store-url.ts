@@ -275,7 +275,7 @@ function refuseNames(url: StoreUrl, names: StoreNames, allowed: ReadonlyArray<ke
 async function openSqlite(url: StoreUrl, names: StoreNames, create: boolean): Promise<OpenedStore> {
   refuseNames(url, names, ['table']);
   const { default: Database } = await importDriver<SqliteModule>('sqlite');
-  const { sqliteStore } = await import('../stores/sqlite.js');
+  const { sqliteStore } = await import('../stores/sqlite/index.js');
   const table = names.table ?? 'idempotency_records';
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) throw new CliUsageError(`--table: expected a plain SQL identifier, got ${JSON.stringify(table)}`);
   if (!create && !existsSync(url.target)) throw new Unreachable(`no SQLite database at ${url.target} (run \`idemkit migrate\` to create it)`);
@@ -354,7 +354,7 @@ async function reachable<S>(
 async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
   refuseNames(url, names, ['table', 'schema']);
   const { default: pg } = await importDriver<PgModule>('postgres');
-  const { postgresStore } = await import('../stores/postgres.js');
+  const { postgresStore } = await import('../stores/postgres/index.js');
   const pool = new pg.Pool({ connectionString: url.target, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   pool.on('error', () => {});
   const store = await reachable(url, pool, () => postgresStore({ pool, table: names.table, schema: names.schema }), (error) => (error as Error).message || String(error));
@@ -387,7 +387,7 @@ async function openPostgres(url: StoreUrl, names: StoreNames): Promise<OpenedSto
 async function openMysql(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
   refuseNames(url, names, ['table']);
   const mysql = await importDriver<Mysql2PromiseModule>('mysql', (name) => import(`${name}/promise`));
-  const { mysqlStore } = await import('../stores/mysql.js');
+  const { mysqlStore } = await import('../stores/mysql/index.js');
   const pool = mysql.createPool({ uri: url.target, connectionLimit: 2, connectTimeout: CONNECT_TIMEOUT_MS });
   const store = await reachable(url, pool, () => mysqlStore({ pool, table: names.table }), (error) => (error as Error).message || String((error as { code?: unknown }).code ?? error));
   const table = names.table ?? 'idempotency_records';
@@ -415,7 +415,7 @@ async function openMysql(url: StoreUrl, names: StoreNames): Promise<OpenedStore>
 async function openRedis(url: StoreUrl, names: StoreNames): Promise<OpenedStore> {
   refuseNames(url, names, ['prefix']);
   const ioredis = await importDriver<IoredisModule>('redis');
-  const { redisStore } = await import('../stores/redis.js');
+  const { redisStore } = await import('../stores/redis/index.js');
   const { InvalidOptionError } = await import('../core/errors.js');
   // Fail fast: no offline queue, no retries; a command on a dead connection errors at once.
   const common = { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: CONNECT_TIMEOUT_MS, lazyConnect: true } as const;

@@ -8,10 +8,10 @@
 import { TransactionEndedError } from '../core/errors.js';
 import type { IdempotencyStore, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../core/store.js';
 import { outerWrapperOf } from '../core/store-wrapper.js';
-import type { JoinDialect, StatementRunner, TransactionJoin } from '../stores/joined-transaction.js';
-import { joinOf } from '../stores/joined-transaction.js';
+import type { JoinDialect, StatementRunner, TransactionJoin } from '../stores/shared/joined-transaction.js';
+import { joinOf } from '../stores/shared/joined-transaction.js';
 
-export type { JoinDialect, StatementRunner } from '../stores/joined-transaction.js';
+export type { JoinDialect, StatementRunner } from '../stores/shared/joined-transaction.js';
 
 /**
  * The store, with `beginTransaction()` opening the ORM's transaction and handing out the ORM's

@@ -11,8 +11,8 @@ import type { SqlDialect, SqlExecutor } from '../drivers/sql-executor.js';
 import { joinedExecutor, sqlExecutor } from '../drivers/sql-executor.js';
 import type { SqliteDatabase } from '../drivers/sqlite.js';
 import { BEGIN as SQLITE_BEGIN } from '../drivers/sqlite.js';
-import type { JoinDialect } from '../stores/joined-transaction.js';
-import { joinOf } from '../stores/joined-transaction.js';
+import type { JoinDialect } from '../stores/shared/joined-transaction.js';
+import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 

@@ -12,7 +12,7 @@ import { MAX_TIMER_MS, optionReader } from '../core/option-reader.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { joinedExecutor } from '../drivers/sql-executor.js';
-import { joinOf } from '../stores/joined-transaction.js';
+import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 

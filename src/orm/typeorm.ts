@@ -8,7 +8,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { SqlDialect, SqlExecutor } from '../drivers/sql-executor.js';
 import { joinedExecutor } from '../drivers/sql-executor.js';
-import { joinOf } from '../stores/joined-transaction.js';
+import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyReply } from 'fastify';
 import { idempotency } from '../../src/http/fastify.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 export interface Running {
   readonly url: string;

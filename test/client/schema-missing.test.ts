@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HttpStatusError, createIdempotentFetch } from '../../src/client/index.js';
-import { postgresStore } from '../../src/stores/postgres.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { newPool, uniqueTable } from '../stores/postgres-support.js';
 import { idempotentServer } from './servers.js';

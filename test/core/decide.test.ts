@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { RequestBody, RequestReader } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { BodyTooLargeError, KeyMismatchError, StoreUnavailableError } from '../../src/core/errors.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 /** A plain object standing in for a framework's request. */
 interface FakeRequest {

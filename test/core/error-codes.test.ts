@@ -282,7 +282,7 @@ const PLAIN_ERRORS: ReadonlyArray<{ file: string; text: string; why: string }> =
   { file: 'src/check/race.ts', text: "new Error('ended without 100 Continue')", why: 'rejects one branch of a Promise.any, never surfaces' },
   { file: 'src/drivers/postgres.ts', text: 'new Error(String(reason))', why: "hands pg's release() the Error it expects" },
   { file: 'src/kit/store-contract.ts', text: 'throw new Error(`expected acquired, got ${claim.kind}`)', why: 'fails a test of the store contract suite' },
-  { file: 'src/stores/redis-record.ts', text: 'new RangeError(', why: 'an encoder invariant; callers validate first' },
+  { file: 'src/stores/redis/record.ts', text: 'new RangeError(', why: 'an encoder invariant; callers validate first' },
   { file: 'src/core/engine.ts', text: 'new TypeError(`The \\`${option}\\` option must return a string`)', why: 'a scope or previousScope hook returning the wrong type, as Node throws ERR_INVALID_RETURN_VALUE' },
   { file: 'src/http/express-capture.ts', text: "new TypeError('idemkit: response chunks must be strings", why: 'what res.write throws for such a chunk' },
   { file: 'src/http/fastify.ts', text: 'new TypeError(`idemkit: cannot store a response payload', why: "what Fastify's reply.send throws for such a payload" },

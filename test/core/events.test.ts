@@ -10,7 +10,7 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import { manualClock } from '../stores/manual-clock.js';
 
 type Seen = Array<[string, Record<string, unknown>]>;

@@ -3,8 +3,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Execution } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InvalidRecordRefError, TransactionEndedError } from '../../src/core/errors.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { sqliteFile } from '../support/sqlite-file.js';
 
 const facts = { method: 'POST', path: '/charges', contentType: 'application/json', body: Buffer.from('{}') };

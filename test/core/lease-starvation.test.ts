@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import { latch, recordingLogger } from '../support/recording.js';
 
 /** The memory store, its renew counted and replaced by `renew` (which gets the real one). */

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 /** A request the test releases by hand, so "still running" is a fact, not a timing guess. */
 function gatedHandler() {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, StoreUnavailableError } from '../../src/core/errors.js';
 import { FailureReporter } from '../../src/core/logger.js';
 import { resolveOptions } from '../../src/core/options.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 function recording() {
   const lines: Array<{ level: 'warn' | 'error'; message: string; args: unknown[] }> = [];

@@ -12,10 +12,10 @@ import type { EngineOptions } from '../../src/core/options.js';
 import { BodyTooLargeError, InvalidOptionError, InvalidScopeError, KeyMismatchError } from '../../src/core/errors.js';
 import { fingerprint } from '../../src/core/fingerprint.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { manualClock } from '../stores/manual-clock.js';
 import { dropTable, newPool, uniqueTable } from '../stores/postgres-support.js';
 

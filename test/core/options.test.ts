@@ -7,11 +7,11 @@ import { resolveOptions } from '../../src/core/options.js';
 import { booleanOption, durationOption, integerOption } from '../../src/core/validate.js';
 import { amqpConsumeOnce, consumeOnce, migrateProcessed, natsConsumeOnce, reapProcessed, verifyWebhook, webhookHandler } from '../../src/messaging/index.js';
 import { completer, definePhases, insertOnce, oneTimeTokens, redisLock, retryOnVersionConflict, sqlExecutor, transition, versionedUpdate } from '../../src/patterns/index.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { redisStore } from '../../src/stores/redis.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { redisStore } from '../../src/stores/redis/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 
 const store = memoryStore({ sweepIntervalMs: 0 });
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 /** A store whose claim never answers, like a server behind a dead connection. */
 function hangingStore(): IdempotencyStore {

@@ -12,9 +12,9 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TransactionEndedError } from '../../src/core/errors.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 import { sqliteFile } from '../support/sqlite-file.js';
 

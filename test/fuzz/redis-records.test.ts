@@ -1,6 +1,6 @@
 /**
- * Fuzzing the Redis store's record decoders (the client's, src/stores/redis-record.ts and
- * redis.ts, and the scripts', src/stores/redis-lua.ts) through the real store on the shared Redis:
+ * Fuzzing the Redis store's record decoders (the client's, src/stores/redis/record.ts and
+ * redis/store.ts, and the scripts', src/stores/redis/lua.ts) through the real store on the shared Redis:
  * a completed record is written by the store under a prefix of this run's own, then its bytes are
  * damaged (a byte changed, cut short, a byte inserted, or the response rebuilt with arbitrary
  * fields and a consistent length), keeping its TTL, then the record is claimed (SET NX GET, then
@@ -12,8 +12,8 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptRecordError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
-import { redisStore } from '../../src/stores/redis.js';
-import type { RedisStore } from '../../src/stores/redis.js';
+import { redisStore } from '../../src/stores/redis/index.js';
+import type { RedisStore } from '../../src/stores/redis/index.js';
 import { connectStoreClient, deleteKeys } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';
 import { anyUtf16, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';

@@ -10,8 +10,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptRecordError } from '../../src/core/errors.js';
 import type { RecordRef } from '../../src/core/store.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
-import type { SqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import type { SqliteStore } from '../../src/stores/sqlite/index.js';
 import { anyUtf16, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';
 import { CLAIM_OPTIONS, checkRecordTimes, checkReplay, checkTimes, expectedResponse, GOOD_RESPONSE, settle } from './record-check.js';
 

@@ -24,7 +24,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIdempotentFetch } from '../../src/client/index.js';
 import type { IdempotencyEvents } from '../../src/core/events.js';
 import { idempotency } from '../../src/http/fastify.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 function gatewayAvailable(bin: string, apt: string): boolean {
   if (spawnSync(bin, ['-v'], { stdio: 'ignore' }).status === 0) return true;

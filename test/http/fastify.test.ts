@@ -8,9 +8,9 @@ import { IdemkitError, InvalidOptionError, StoreUnavailableError } from '../../s
 import type { IdempotencyStore, RecordRef } from '../../src/core/store.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { idempotency } from '../../src/http/fastify.js';
-import type { MemoryStore } from '../../src/stores/memory.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import type { MemoryStore } from '../../src/stores/memory/index.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { createFastifyApp } from './apps/fastify-app.js';
 import { describeMatrix } from './matrix.js';
 import { sqliteFile } from '../support/sqlite-file.js';

@@ -11,9 +11,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } fr
 import { InvalidOptionError } from '../../src/core/errors.js';
 import type { ContextFor, IdempotencyContext, NestRequest } from '../../src/nest/index.js';
 import { Idempotent, IdempotencyCtx, IdempotencyModule, idempotencyContext } from '../../src/nest/index.js';
-import type { MemoryStore } from '../../src/stores/memory.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import type { MemoryStore } from '../../src/stores/memory/index.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { createNestExpressApp, createNestFastifyApp, listenNest } from './apps/nest-app.js';
 import type { TestApp } from './harness.js';
 import { bearerToken } from './harness.js';

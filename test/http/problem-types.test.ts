@@ -22,7 +22,7 @@ import { idempotency as koaIdempotency } from '../../src/http/koa.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { signWebhook, webhookExpress, webhookFastify, webhookHandler, webhookReceiver } from '../../src/messaging/index.js';
 import type { FastifyLikeInstance, StoreWebhookOptions, WebhookCommonOptions, WebhookOptions } from '../../src/messaging/index.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import type { TestApp } from './harness.js';
 import { listenServer } from './apps/listen.js';
 

@@ -5,7 +5,7 @@ import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { amqpConsumeOnce, amqpMessageId, migrateProcessed, MissingMessageIdError } from '../../src/messaging/index.js';
 import type { AmqpConsumer, AmqpMessage } from '../../src/messaging/index.js';
-import { redisStore } from '../../src/stores/redis.js';
+import { redisStore } from '../../src/stores/redis/index.js';
 import { STORE_CLIENT_OPTIONS } from '../support/redis-servers.js';
 import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';

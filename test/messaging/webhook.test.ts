@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { migrateProcessed, MIN_SECRET_BYTES, signWebhook, verifyWebhook, webhookExpress, webhookFastify, webhookHandler, WebhookVerificationError } from '../../src/messaging/index.js';
 import { webhookKeys } from '../../src/messaging/webhook-verify.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import type { FastifyLikeInstance, WebhookEvent, WebhookCommonOptions, WebhookOptions } from '../../src/messaging/index.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import type { IdempotencyStore } from '../../src/core/store.js';

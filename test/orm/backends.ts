@@ -26,9 +26,9 @@ import { kyselyExecutor, kyselyTransactions } from '../../src/orm/kysely.js';
 import type { PrismaTransactionsOptions } from '../../src/orm/prisma.js';
 import { prismaExecutor, prismaTransactions } from '../../src/orm/prisma.js';
 import { typeormExecutor, typeormTransactions } from '../../src/orm/typeorm.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import type { TestPrismaTransaction } from './prisma-client.js';
 import { prismaClient, removeGenerated } from './prisma-client.js';
 

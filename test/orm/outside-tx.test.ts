@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { withIdempotency } from '../../src/http/web.js';
 import { kyselyTransactions } from '../../src/orm/kysely.js';
-import { postgresStore } from '../../src/stores/postgres.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { POSTGRES_URL } from './backends.js';
 

@@ -7,7 +7,7 @@ import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { idempotency } from '../../src/http/hono.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import { combineEvents, instrumentStore, telemetryEvents } from '../../src/otel/index.js';
 
 describe('no SDK registered', () => {

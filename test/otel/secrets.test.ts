@@ -19,8 +19,8 @@ import type { IdempotencyVariables } from '../../src/http/hono.js';
 import { idempotency } from '../../src/http/hono.js';
 import { instrumentStore, telemetryEvents } from '../../src/otel/index.js';
 import type { TelemetryEventsOptions, InstrumentStoreOptions } from '../../src/otel/index.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { sqliteFile } from '../support/sqlite-file.js';
 import { startTestSdk } from './sdk.js';
 

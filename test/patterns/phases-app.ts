@@ -10,12 +10,12 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import { definePhases } from '../../src/patterns/phases.js';
 import { sqlExecutor } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import type { MysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import type { PostgresStore } from '../../src/stores/postgres.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
-import type { SqliteStore } from '../../src/stores/sqlite.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import type { MysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import type { PostgresStore } from '../../src/stores/postgres/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import type { SqliteStore } from '../../src/stores/sqlite/index.js';
 
 export const SCOPE = 'proof';
 

@@ -17,9 +17,9 @@ import { completer } from '../../src/patterns/completer.js';
 import { PhaseError } from '../../src/patterns/phase-errors.js';
 import type { PhaseHost } from '../../src/patterns/phases.js';
 import { STARTED, definePhases, foreignKeyFor } from '../../src/patterns/phases.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import type { SqliteDatabase, SqliteStore } from '../../src/stores/sqlite.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import type { SqliteDatabase, SqliteStore } from '../../src/stores/sqlite/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { manualClock } from '../stores/manual-clock.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-phases-unit-'));

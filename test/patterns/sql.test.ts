@@ -7,7 +7,7 @@ import { insertOnce } from '../../src/patterns/insert-once.js';
 import { stateMachine, transition } from '../../src/patterns/state-machine.js';
 import { sqlExecutor, toPgPlaceholders } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { mysqlDatabase, postgresDatabase, sqliteDatabase, sqliteFile } from './databases.js';

@@ -11,8 +11,8 @@ import { insertOnce } from '../../src/patterns/insert-once.js';
 import { sqlExecutor } from '../../src/patterns/sql.js';
 import type { SqlDatabase } from '../../src/patterns/sql.js';
 import { transition } from '../../src/patterns/state-machine.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
 
 const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`;

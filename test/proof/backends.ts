@@ -10,10 +10,10 @@ import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { redisStore } from '../../src/stores/redis.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { redisStore } from '../../src/stores/redis/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 
 export const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = 'mysql://root@127.0.0.1:3306/test';

@@ -15,8 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
 import { dropTable, newPool, sleep, uniqueTable, until } from './postgres-support.js';
 import { latch, recordingLogger } from '../support/recording.js';
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 describe('a full memory store behind the middleware', () => {
   it('one tenant’s flood: another tenant’s retry replays, new keys answer 503 store-full with Retry-After, one log line naming maxRecords', async () => {

@@ -5,7 +5,7 @@
 import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Pool, PoolConnection } from 'mysql2/promise';
-import type { MysqlConnection, MysqlPool } from '../../src/stores/mysql.js';
+import type { MysqlConnection, MysqlPool } from '../../src/stores/mysql/index.js';
 
 type Result = [unknown, unknown];
 

@@ -8,7 +8,7 @@ import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingErr
 import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
 import type { IdempotencyOptions } from '../../src/http/web.js';
-import { mysqlSchema, mysqlStore } from '../../src/stores/mysql.js';
+import { mysqlSchema, mysqlStore } from '../../src/stores/mysql/index.js';
 import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { until } from '../support/until.js';

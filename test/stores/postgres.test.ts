@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import type { PostgresPool, PostgresStore } from '../../src/stores/postgres.js';
-import { postgresSchemaSql, postgresStore } from '../../src/stores/postgres.js';
+import type { PostgresPool, PostgresStore } from '../../src/stores/postgres/index.js';
+import { postgresSchemaSql, postgresStore } from '../../src/stores/postgres/index.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { describeStoreContract } from './contract.js';
 import { countingPool, dropTable, newPool, sleep, uniqueTable, until } from './postgres-support.js';
@@ -71,7 +71,7 @@ describe.skipIf(!up)('postgres store', () => {
 
     describe('schema', () => {
       // After changing the schema, regenerate the file:
-      // node --import tsx -e "import('./src/stores/postgres-sql.ts').then((m) => process.stdout.write(m.postgresSchemaSql()))" > sql/postgres.sql
+      // node --import tsx -e "import('./src/stores/postgres/sql.ts').then((m) => process.stdout.write(m.postgresSchemaSql()))" > sql/postgres.sql
       it('ships sql/postgres.sql as exactly the text migrate() runs', async () => {
         const file = readFileSync(new URL('../../sql/postgres.sql', import.meta.url), 'utf8');
         expect(file).toBe(postgresSchemaSql());

@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { redisStore } from '../../src/stores/redis.js';
+import { redisStore } from '../../src/stores/redis/index.js';
 import type { RedisServer } from '../support/redis-servers.js';
 import { connectStoreClient, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
 import type { TcpProxy } from '../support/tcp-proxy.js';

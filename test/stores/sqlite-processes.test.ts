@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, expect, it } from 'vitest';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idemkit-procs-'));
 const children: ChildProcess[] = [];

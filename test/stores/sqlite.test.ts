@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError } from '../../src/core/errors.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { describeStoreContract } from './contract.js';
 import { manualClock } from './manual-clock.js';
 

@@ -10,9 +10,9 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { redisStore } from '../../src/stores/redis.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { redisStore } from '../../src/stores/redis/index.js';
 
 function refusal(fn: () => unknown): InvalidOptionError {
   try {

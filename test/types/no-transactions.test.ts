@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import { memoryStore } from '../../src/stores/memory.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 
 const APP = join(import.meta.dirname, 'no-transactions-app.ts');
 const SOURCE = `

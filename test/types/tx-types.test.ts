@@ -46,10 +46,10 @@ import { knexTransactions } from '../../src/orm/knex.js';
 import { typeormTransactions } from '../../src/orm/typeorm.js';
 import { prismaTransactions } from '../../src/orm/prisma.js';
 import { kyselyTransactions } from '../../src/orm/kysely.js';
-import { memoryStore } from '../../src/stores/memory.js';
-import { mysqlStore } from '../../src/stores/mysql.js';
-import { postgresStore } from '../../src/stores/postgres.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { mysqlStore } from '../../src/stores/mysql/index.js';
+import { postgresStore } from '../../src/stores/postgres/index.js';
+import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { sqliteFile } from '../support/sqlite-file.js';
 
 // Stores are built lazily inside functions: nothing below connects to a server.

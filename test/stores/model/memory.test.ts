@@ -3,8 +3,8 @@
  * exact, no real time passes.
  */
 import { describe } from 'vitest';
-import type { MemoryStore } from '../../../src/stores/memory.js';
-import { memoryStore } from '../../../src/stores/memory.js';
+import type { MemoryStore } from '../../../src/stores/memory/index.js';
+import { memoryStore } from '../../../src/stores/memory/index.js';
 import { SetClock } from './harness.js';
 import { itMatchesTheModel } from './run.js';
 

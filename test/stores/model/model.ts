@@ -134,7 +134,7 @@ export const HEADER_SETS: ReadonlyArray<ReadonlyArray<readonly [string, string]>
   [['content-type', 'application/json']],
   // Latin-1 text in values (obs-text, 0x80–0xFF): the widest a response can carry, since Node's
   // writeHead and WHATWG Headers refuse anything above U+00FF, and the stores' decoders report a
-  // stored value HTTP forbids as a corrupt record (src/stores/stored-response.ts).
+  // stored value HTTP forbids as a corrupt record (src/stores/shared/stored-response.ts).
   [
     ['x-latin', 'café\tbar'],
     ['x-obs-text', '\u00a0ÿ ½ é\u0080'],

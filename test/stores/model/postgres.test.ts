@@ -11,7 +11,7 @@
  * runs, so a unit is an hour: far longer than any run.
  */
 import { describe } from 'vitest';
-import { postgresStore } from '../../../src/stores/postgres.js';
+import { postgresStore } from '../../../src/stores/postgres/index.js';
 import { POSTGRES, requireService } from '../../support/services.js';
 import { dropTable, newPool, uniqueTable } from '../postgres-support.js';
 import { waitPast } from './harness.js';

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { redisStore } from '../../../src/stores/redis.js';
+import { redisStore } from '../../../src/stores/redis/index.js';
 import { deleteKeys } from '../../support/redis-servers.js';
 import type { ModelHarness } from './harness.js';
 import { waitPast } from './harness.js';

@@ -3,7 +3,7 @@
  * its injected `clock` option: exact, no real time passes.
  */
 import { describe } from 'vitest';
-import { sqliteStore } from '../../../src/stores/sqlite.js';
+import { sqliteStore } from '../../../src/stores/sqlite/index.js';
 import { sqliteFile } from '../../support/sqlite-file.js';
 import { SetClock } from './harness.js';
 import { itMatchesTheModel } from './run.js';

@@ -1,6 +1,6 @@
 // A child process that claims keys on a shared SQLite file when the parent says go.
 import Database from 'better-sqlite3';
-import { sqliteStore } from '../../../src/stores/sqlite.js';
+import { sqliteStore } from '../../../src/stores/sqlite/index.js';
 
 const [file, sharedKey, distinctKeys] = process.argv.slice(2) as [string, string, string];
 const store = sqliteStore({ database: new Database(file) });

@@ -1,6 +1,6 @@
 /** `store.admin` of the memory store: a pass over its maps, on its (injectable) clock. */
-import type { IdempotencyRecord, RecordDetails, RecordRef, StoreAdmin } from '../core/store.js';
-import { isExpiredAt, summarize, tokenPrefix, walkingAdmin } from './admin-common.js';
+import type { IdempotencyRecord, RecordDetails, RecordRef, StoreAdmin } from '../../core/store.js';
+import { isExpiredAt, summarize, tokenPrefix, walkingAdmin } from '../shared/admin.js';
 
 /** What the admin reads of a memory record. */
 export interface MemoryRecordView {

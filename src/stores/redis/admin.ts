@@ -4,13 +4,13 @@
  * the Redis clock; `inspect` and `purge` are one script on one key. A pass over the keyspace:
  * for an operator, not for a request's path.
  */
-import { CorruptRecordError, StoreUnavailableError } from '../core/errors.js';
-import type { IdempotencyRecord, PurgeOutcome, RecordDetails, RecordRef, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
-import type { RedisArgument, RedisBufferClient } from '../drivers/redis.js';
-import { sendBuffer } from '../drivers/redis.js';
-import { isExpiredAt, summarize, walkingAdmin } from './admin-common.js';
-import type { LuaScript } from './redis-lua.js';
-import { script } from './redis-lua.js';
+import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js';
+import type { IdempotencyRecord, PurgeOutcome, RecordDetails, RecordRef, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
+import type { RedisArgument, RedisBufferClient } from '../../drivers/redis.js';
+import { sendBuffer } from '../../drivers/redis.js';
+import { isExpiredAt, summarize, walkingAdmin } from '../shared/admin.js';
+import type { LuaScript } from './lua.js';
+import { script } from './lua.js';
 
 /**
  * KEYS[1]; ARGV[2] = '1' for the body, '0' for its length only. Replies false (no record, or a

@@ -2,13 +2,13 @@
  * `store.admin` of the PostgreSQL store: one statement per call, on the server's clock
  * (`clock_timestamp()`, as the claim decides), on the store's schema and table.
  */
-import { CorruptRecordError, StoreUnavailableError } from '../core/errors.js';
-import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
-import type { PostgresQueryable } from '../drivers/postgres.js';
-import { isMissingSchema } from '../drivers/postgres.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
-import type { PostgresNames } from './postgres-sql.js';
-import { checkPostgresRef, resolveNames } from './postgres-sql.js';
+import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js';
+import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
+import type { PostgresQueryable } from '../../drivers/postgres.js';
+import { isMissingSchema } from '../../drivers/postgres.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
+import type { PostgresNames } from './sql.js';
+import { checkPostgresRef, resolveNames } from './sql.js';
 
 const ms = (column: string, as = column.replace(/^\w+\./, '')) => `floor(extract(epoch FROM ${column}) * 1000)::float8 AS ${as}`;
 const expired = `(r.expires_at <= c.now AND (r.state = 'completed' OR r.lease_until <= c.now))`;

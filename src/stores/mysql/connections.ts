@@ -1,9 +1,9 @@
 /**
  * Pooled connections for the MySQL/MariaDB store, with a deadline on every statement.
  */
-import { StoreUnavailableError, TransactionEndedError } from '../core/errors.js';
-import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
-import { execute, inTransaction, isDeadlock, isFatal } from '../drivers/mysql.js';
+import { StoreUnavailableError, TransactionEndedError } from '../../core/errors.js';
+import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../../drivers/mysql.js';
+import { execute, inTransaction, isDeadlock, isFatal } from '../../drivers/mysql.js';
 
 /**
  * Hands out pooled connections with a deadline on every statement. A connection that misses the

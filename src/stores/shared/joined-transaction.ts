@@ -4,8 +4,8 @@
  * fencing; the bridge only carries statements over the ORM's transaction, so the business writes
  * and the completion commit or roll back together, on the ORM's own connection.
  */
-import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
+import { InvalidOptionError } from '../../core/errors.js';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
 
 /** The database a store's statements are written for (its placeholders and its SQL). */
 export type JoinDialect = 'postgres' | 'mysql' | 'sqlite';

@@ -1,7 +1,7 @@
 /**
  * The MySQL/MariaDB store's SQL: the schema and every statement, built once per table name.
  */
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../../core/errors.js';
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 // Column sizes; the store refuses longer values up front, because a MySQL server without strict

@@ -1,11 +1,11 @@
 import { deserialize, serialize } from 'node:v8';
-import { LeaseLostError, StoreFullError } from '../core/errors.js';
-import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
-import { newOwnerToken } from '../core/token.js';
-import { checkInteger, optionReader } from '../core/option-reader.js';
-import { checkRecordRef } from '../core/validate.js';
-import { memoryAdmin } from './memory-admin.js';
+import { LeaseLostError, StoreFullError } from '../../core/errors.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../../core/store.js';
+import { newOwnerToken } from '../../core/token.js';
+import { checkInteger, optionReader } from '../../core/option-reader.js';
+import { checkRecordRef } from '../../core/validate.js';
+import { memoryAdmin } from './admin.js';
 
 export interface MemoryStoreOptions {
   /**

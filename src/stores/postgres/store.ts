@@ -1,4 +1,4 @@
-import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, TransactionEndedError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../core/errors.js';
 import type {
   AbandonedRecords,
   AdministrableStore,
@@ -9,21 +9,17 @@ import type {
   StoreTransaction,
   StoredResponse,
   TransactionalStore,
-} from '../core/store.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
-import { newOwnerToken } from '../core/token.js';
-import { checkInteger, optionReader } from '../core/option-reader.js';
-import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
-import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError, sqlState } from '../drivers/postgres.js';
-import type { JoinableStore, StatementRunner } from './joined-transaction.js';
-import { TRANSACTION_JOIN } from './joined-transaction.js';
-import { postgresAdmin } from './postgres-admin.js';
-import { ADDED_COLUMNS, CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './postgres-sql.js';
-import { headersProblem, statusProblem } from './stored-response.js';
-
-export { postgresSchemaSql } from './postgres-sql.js';
-
-export type { PostgresClient, PostgresPool, PostgresQueryResult } from '../drivers/postgres.js';
+} from '../../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
+import { newOwnerToken } from '../../core/token.js';
+import { checkInteger, optionReader } from '../../core/option-reader.js';
+import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../drivers/postgres.js';
+import { commitRolledBack, holdClient, isMissingSchema, rolledBackCommitError, sqlState } from '../../drivers/postgres.js';
+import type { JoinableStore, StatementRunner } from '../shared/joined-transaction.js';
+import { TRANSACTION_JOIN } from '../shared/joined-transaction.js';
+import { postgresAdmin } from './admin.js';
+import { ADDED_COLUMNS, CORRUPT_PREFIX, DATA_CORRUPTED, checkPostgresRef, postgresStatements, resolveNames } from './sql.js';
+import { headersProblem, statusProblem } from '../shared/stored-response.js';
 
 /**
  * The client type a pool hands out, so `tx` keeps the driver's API (`pg.PoolClient` for a

@@ -1,5 +1,5 @@
-import { EXPLAIN_LATE } from '../core/deadlines.js';
-import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreBusyError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { EXPLAIN_LATE } from '../../core/deadlines.js';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreBusyError, StoreSchemaMissingError, StoreUnavailableError } from '../../core/errors.js';
 import type {
   AbandonedRecords,
   AdministrableStore,
@@ -11,20 +11,18 @@ import type {
   StoreTransaction,
   StoredResponse,
   TransactionalStore,
-} from '../core/store.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../core/store.js';
-import { newOwnerToken } from '../core/token.js';
-import { checkInteger, optionReader } from '../core/option-reader.js';
-import { checkRecordRef } from '../core/validate.js';
-import { gateFor } from '../drivers/connection-gate.js';
-import type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
-import { BEGIN } from '../drivers/sqlite.js';
-import type { JoinableStore, StatementRunner } from './joined-transaction.js';
-import { TRANSACTION_JOIN } from './joined-transaction.js';
-import { sqliteAdmin } from './sqlite-admin.js';
-import { headersProblem, statusProblem } from './stored-response.js';
-
-export type { SqliteDatabase, SqliteStatement } from '../drivers/sqlite.js';
+} from '../../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../../core/store.js';
+import { newOwnerToken } from '../../core/token.js';
+import { checkInteger, optionReader } from '../../core/option-reader.js';
+import { checkRecordRef } from '../../core/validate.js';
+import { gateFor } from '../../drivers/connection-gate.js';
+import type { SqliteDatabase, SqliteStatement } from '../../drivers/sqlite.js';
+import { BEGIN } from '../../drivers/sqlite.js';
+import type { JoinableStore, StatementRunner } from '../shared/joined-transaction.js';
+import { TRANSACTION_JOIN } from '../shared/joined-transaction.js';
+import { sqliteAdmin } from './admin.js';
+import { headersProblem, statusProblem } from '../shared/stored-response.js';
 
 export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> {
   /** A better-sqlite3 Database, opened by the caller. Required. */

@@ -3,10 +3,10 @@
  * checks of a filter, the token prefix, and, for stores that read their records one by one
  * (memory, Redis), list and stats computed over a pass of every record.
  */
-import { InvalidOptionError } from '../core/errors.js';
-import { checkInteger } from '../core/option-reader.js';
-import type { PurgeOutcome, RecordDetails, RecordFilter, RecordRef, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
-import { checkRecordRef } from '../core/validate.js';
+import { InvalidOptionError } from '../../core/errors.js';
+import { checkInteger } from '../../core/option-reader.js';
+import type { PurgeOutcome, RecordDetails, RecordFilter, RecordRef, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
+import { checkRecordRef } from '../../core/validate.js';
 
 /** How much of an owner token an operator sees. */
 export const TOKEN_PREFIX_LENGTH = 8;

@@ -1,4 +1,4 @@
-import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { CorruptRecordError, InvalidRecordRefError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../core/errors.js';
 import type {
   AbandonedRecords,
   AdministrableStore,
@@ -9,24 +9,22 @@ import type {
   StoreTransaction,
   StoredResponse,
   TransactionalStore,
-} from '../core/store.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
-import { newOwnerToken } from '../core/token.js';
-import { checkInteger, optionReader } from '../core/option-reader.js';
-import { checkRecordRef } from '../core/validate.js';
-import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
-import { isDuplicateKey, isMissingSchema } from '../drivers/mysql.js';
-import type { JoinableStore, StatementRunner } from './joined-transaction.js';
-import { TRANSACTION_JOIN } from './joined-transaction.js';
-import { mysqlAdmin } from './mysql-admin.js';
-import { Connections } from './mysql-connections.js';
-import { ADDED_COLUMNS, COLUMNS_PRESENT, MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './mysql-sql.js';
-import { headersProblem, statusProblem } from './stored-response.js';
+} from '../../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
+import { newOwnerToken } from '../../core/token.js';
+import { checkInteger, optionReader } from '../../core/option-reader.js';
+import { checkRecordRef } from '../../core/validate.js';
+import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../../drivers/mysql.js';
+import { isDuplicateKey, isMissingSchema } from '../../drivers/mysql.js';
+import type { JoinableStore, StatementRunner } from '../shared/joined-transaction.js';
+import { TRANSACTION_JOIN } from '../shared/joined-transaction.js';
+import { mysqlAdmin } from './admin.js';
+import { Connections } from './connections.js';
+import { ADDED_COLUMNS, COLUMNS_PRESENT, MAX_FINGERPRINT_BYTES, MAX_KEY_BYTES, MAX_SCOPE_BYTES, checkTable, mysqlSchema, statements } from './sql.js';
+import { headersProblem, statusProblem } from '../shared/stored-response.js';
 
-export type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../drivers/mysql.js';
 /** The pooled connection the store uses (release, destroy): the name it had before `MysqlPoolConnection`. */
 export type MysqlConnection = MysqlPoolConnection;
-export { mysqlSchema } from './mysql-sql.js';
 
 export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
   /** A mysql2/promise pool, created by the caller (set `connectTimeout` on it). Required. */

@@ -2,13 +2,13 @@
  * `store.admin` of the MySQL/MariaDB store: statements of its own on the store's table, through
  * the store's connections (with their deadline), on the server's clock.
  */
-import { CorruptRecordError } from '../core/errors.js';
-import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse, RecordRef } from '../core/store.js';
-import { checkRecordRef } from '../core/validate.js';
-import type { MysqlValue } from '../drivers/mysql.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
-import type { Connections } from './mysql-connections.js';
-import { NOW_MS } from './mysql-sql.js';
+import { CorruptRecordError } from '../../core/errors.js';
+import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse, RecordRef } from '../../core/store.js';
+import { checkRecordRef } from '../../core/validate.js';
+import type { MysqlValue } from '../../drivers/mysql.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
+import type { Connections } from './connections.js';
+import { NOW_MS } from './sql.js';
 
 const EXPIRED = `(expires_at <= ${NOW_MS} AND (state = 'completed' OR lease_until <= ${NOW_MS}))`;
 const SUMMARY = `${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, attempt, lease_until, expires_at, created_at, updated_at,

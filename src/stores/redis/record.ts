@@ -4,7 +4,7 @@
  * that `SET … NX GET` returns.
  */
 import { isUtf8 } from 'node:buffer';
-import { HEAD_BYTES, RECORD_FORMAT } from './redis-lua.js';
+import { HEAD_BYTES, RECORD_FORMAT } from './lua.js';
 
 /**
  * A record as `SET … NX GET` returned it. Its times are on the Redis clock, or, for a fresh

@@ -2,11 +2,11 @@
  * `store.admin` of the SQLite store: statements of its own on the store's table, through the
  * Database's transaction gate (so none joins an open transaction), on the store's clock.
  */
-import type { Clock, PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../core/store.js';
-import { checkRecordRef } from '../core/validate.js';
-import { gateFor } from '../drivers/connection-gate.js';
-import type { SqliteDatabase } from '../drivers/sqlite.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from './admin-common.js';
+import type { Clock, PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
+import { checkRecordRef } from '../../core/validate.js';
+import { gateFor } from '../../drivers/connection-gate.js';
+import type { SqliteDatabase } from '../../drivers/sqlite.js';
+import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
 
 interface Row {
   scope: string;

@@ -1,24 +1,22 @@
 import { hash } from 'node:crypto';
-import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreIncompatibleError, StoreUnavailableError } from '../core/errors.js';
-import type { AdministrableStore, Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../core/store.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../core/store.js';
-import { newOwnerToken } from '../core/token.js';
-import type { IdempotencyLogger } from '../core/logger.js';
-import { consoleLogger } from '../core/logger.js';
-import { optionReader } from '../core/option-reader.js';
-import { checkRecordRef } from '../core/validate.js';
-import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../drivers/redis.js';
-import { evalScript, sendBuffer, writeCoalescer } from '../drivers/redis.js';
-import { redisAdmin } from './redis-admin.js';
-import type { LuaScript } from './redis-lua.js';
-import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './redis-lua.js';
+import { CorruptRecordError, InvalidOptionError, LeaseLostError, StoreIncompatibleError, StoreUnavailableError } from '../../core/errors.js';
+import type { AdministrableStore, Claim, ClaimOptions, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
+import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
+import { newOwnerToken } from '../../core/token.js';
+import type { IdempotencyLogger } from '../../core/logger.js';
+import { consoleLogger } from '../../core/logger.js';
+import { optionReader } from '../../core/option-reader.js';
+import { checkRecordRef } from '../../core/validate.js';
+import type { RedisArgument, RedisBufferClient, RedisClient as DriverRedisClient } from '../../drivers/redis.js';
+import { evalScript, sendBuffer, writeCoalescer } from '../../drivers/redis.js';
+import { redisAdmin } from './admin.js';
+import type { LuaScript } from './lua.js';
+import { CHECKPOINT, CLAIM, COMPLETE, CORRUPT_CODE, READ, REAP, RELEASE, RENEW } from './lua.js';
 
 /** Every script the store runs: what `verify()` loads on each master. */
 const SCRIPTS: readonly LuaScript[] = [CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP];
-import { decodeRecord, encodeFreshRecord, encodeResponse } from './redis-record.js';
-import { headersProblem, isHttpStatus } from './stored-response.js';
-
-export type { RedisArgument } from '../drivers/redis.js';
+import { decodeRecord, encodeFreshRecord, encodeResponse } from './record.js';
+import { headersProblem, isHttpStatus } from '../shared/stored-response.js';
 
 /**
  * The part of an ioredis client the store uses. Replies must keep bulk strings as Buffers:
