@@ -1,15 +1,16 @@
-import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import type { EngineOverrides, Execution, RequestBody, RequestReader } from '../core/engine.js';
+import type { EngineOverrides, Execution, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
 import { BodyTooLargeError, MountedTwiceError, PROBLEM_CONTENT_TYPE } from '../core/errors.js';
-import { isJsonMediaType } from '../core/fingerprint.js';
 import type { IdempotencyOptions } from '../core/options.js';
 import { isNullBodyStatus, replayBody, replayHeaderRecord } from '../core/response.js';
 import type { RouteNaming } from '../core/route-options.js';
 import { readRouteOverrides, routeEngine } from '../core/route-options.js';
+import type { BodyStream } from './fastify-body.js';
+import { decorateBody, requestBody, teeBody } from './fastify-body.js';
+import { plainBytes, readPayload, sendable } from './fastify-response.js';
 import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
@@ -58,9 +59,6 @@ const kProtected = Symbol('idemkit.fastify.route');
 const kPending = Symbol('idemkit.fastify.pending');
 
 type TrackedRequest = FastifyRequest & { [kPending]: Pending | null };
-/** A request decoration: the body bytes of a keyed request as Fastify's parser reads them, or null. */
-const kBody = Symbol('idemkit.fastify.body');
-type TeedRequest = FastifyRequest & { [kBody]: BodyTee | null };
 
 /** How a route's `config.idempotency` is named in errors; the plugin-wide options are refused there. */
 function routeNaming(url: string): RouteNaming {
@@ -84,7 +82,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   // costs less than a WeakMap. Each plugin instance owns the requests of its own routes only.
   if (!fastify.hasRequestDecorator(kPending as unknown as string)) fastify.decorateRequest(kPending as unknown as string, null);
   const pendingOf = (request: FastifyRequest) => (request as TrackedRequest)[kPending];
-  if (!fastify.hasRequestDecorator(kBody as unknown as string)) fastify.decorateRequest(kBody as unknown as string, null);
+  decorateBody(fastify);
 
   fastify.addHook('onRoute', (route) => {
     const config = route.config?.idempotency;
@@ -115,11 +113,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       header: (request, name) => headerValues(request.raw, name),
       path: (request) => request.url,
       contentType: (request) => request.headers['content-type'],
-      readBody: (request) => {
-        const teed = teedBytes((request as TeedRequest)[kBody], bodyLimit);
-        (request as TeedRequest)[kBody] = null;
-        return bodyFacts(request.body, request.headers['content-type'], teed);
-      },
+      readBody: (request) => requestBody(request, bodyLimit),
     };
     const keyedRequest = (request: FastifyRequest): boolean => {
       if (!engine.covers(request.method)) return false;
@@ -136,9 +130,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
       // the fingerprint hashes what the client sent (a number's every digit) rather than what the
       // parser made of it. Requests without a key are not touched.
       preParsing(request: FastifyRequest, _reply: FastifyReply, payload: BodyStream, done: (error?: Error | null) => void) {
-        if (request.headers[headerName] !== undefined && engine.covers(request.method)) {
-          (request as TeedRequest)[kBody] = teeBody(payload, bodyLimit);
-        }
+        if (request.headers[headerName] !== undefined && engine.covers(request.method)) teeBody(request, payload, bodyLimit);
         done();
       },
 
@@ -234,104 +226,6 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
   function sendProblem(reply: FastifyReply, error: IdempotencyHttpError): FastifyReply {
     return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem(problemTypeBase)));
   }
-}
-
-/**
- * A replay body in the form Node writes fastest: UTF-8 text as a string, which goes out in one
- * write together with the headers (a Buffer costs a second, vectored write), other bytes as a Buffer.
- */
-function sendable(body: Uint8Array): string | Buffer | undefined {
-  if (body.byteLength === 0) return undefined;
-  const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  return isUtf8(buffer) ? buffer.toString('utf8') : buffer;
-}
-
-/** The stream a preParsing hook receives (the request itself, or what an earlier hook put in its place). */
-type BodyStream = NodeJS.ReadableStream & { readonly readableEnded?: boolean };
-
-/** The bytes of one request body, collected as they pass on their way to Fastify's parser. */
-interface BodyTee {
-  readonly payload: BodyStream;
-  readonly chunks: Buffer[];
-  /** Every byte seen; past the limit, chunks are no longer kept (Fastify refuses the body too). */
-  size: number;
-}
-
-/**
- * Listens to the body stream without reading it: the listener is prepended, and prependListener
- * (unlike on('data')) does not start the stream flowing, so the bytes still go to Fastify's parser,
- * whenever and however it reads them (every read emits 'data'). Whether every byte was seen is
- * asked of the stream afterwards (`readableEnded`) rather than told by an 'end' listener, which
- * cost more than the rest together. What exact digits cost a keyed request: docs/performance.md.
- */
-function teeBody(payload: BodyStream, limit: number): BodyTee {
-  const tee: BodyTee = { payload, chunks: [], size: 0 };
-  payload.prependListener('data', (chunk: Buffer | string) => {
-    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-    if ((tee.size += bytes.byteLength) <= limit) tee.chunks.push(bytes);
-  });
-  return tee;
-}
-
-/** The body bytes the tee saw, when it saw all of them. */
-function teedBytes(tee: BodyTee | null, limit: number): Buffer | undefined {
-  if (tee === null || tee.payload.readableEnded !== true || tee.size > limit) return undefined;
-  const { chunks } = tee;
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, tee.size);
-}
-
-/**
- * The fingerprint's view of the body: the bytes the client sent when they were kept whole (with
- * the parsed JSON, which spares a second parse), else what Fastify's parser made of them.
- */
-function bodyFacts(body: unknown, contentType: string | undefined, bytes: Buffer | undefined): RequestBody<FastifyRequest> {
-  const json = contentType !== undefined && isJsonMediaType(contentType);
-  if (bytes !== undefined) {
-    // A JSON parser's object or array spares the fingerprint a second parse; a Buffer or a
-    // string (a catch-all parser's) is not a parsed value.
-    const parsedValue = json && typeof body === 'object' && body !== null && !(body instanceof Uint8Array);
-    return parsedValue ? { body: bytes, parsedJson: { value: body } } : { body: bytes };
-  }
-  // The bytes were not seen whole (a parser that did not read them all, or no body at all).
-  if (body instanceof Uint8Array) return { body };
-  if (json && body !== undefined) return { body: EMPTY, parsedJson: { value: body } };
-  if (body === undefined || body === null) return { body: EMPTY };
-  if (typeof body === 'string') return { body: Buffer.from(body) };
-  // A parser of the app's own (forms, say) produced something else: the fingerprint encodes it.
-  return { body: EMPTY, parsedJson: { value: body } };
-}
-
-/** The bytes of a string, Buffer or empty payload; undefined for a stream or a fetch Response. */
-function plainBytes(payload: unknown): Buffer | undefined {
-  if (payload === null || payload === undefined) return EMPTY;
-  if (typeof payload === 'string') return Buffer.from(payload);
-  if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
-  return undefined;
-}
-
-/** A fetch `Response` sent through Fastify: apply its status and headers, keep its body. */
-function unwrapResponse(reply: FastifyReply, payload: unknown): unknown {
-  if (payload === null || typeof payload !== 'object' || Object.prototype.toString.call(payload) !== '[object Response]') return payload;
-  const response = payload as Response;
-  reply.code(response.status);
-  for (const [name, value] of response.headers) reply.header(name, value);
-  return response.body;
-}
-
-/**
- * The bytes of an onSend payload that is not plain bytes: a fetch Response (its status and headers
- * applied) or a stream, read to its end.
- */
-async function readPayload(reply: FastifyReply, payload: unknown): Promise<Buffer> {
-  const body = unwrapResponse(reply, payload);
-  const plain = plainBytes(body);
-  if (plain !== undefined) return plain;
-  if (typeof body === 'object' && body !== null && Symbol.asyncIterator in body) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of body as AsyncIterable<Uint8Array | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-    return Buffer.concat(chunks);
-  }
-  throw new TypeError(`idemkit: cannot store a response payload of type ${typeof body}`);
 }
 
 /**
