@@ -13,8 +13,9 @@
  *
  * Prints one Markdown table for docs/performance.md.
  */
-import { IdempotencyEngine } from 'idemkit';
-import type { IdempotencyEvents, RequestReader } from 'idemkit';
+import type { IdempotencyEvents } from 'idemkit';
+import { IdempotencyEngine } from 'idemkit/kit';
+import type { RequestReader } from 'idemkit/kit';
 import { instrumentStore, telemetryEvents } from 'idemkit/otel';
 import type { IdempotencyStore } from 'idemkit';
 import { memoryStore } from 'idemkit/stores/memory';

@@ -4,8 +4,9 @@
  * other per-request cost the middleware cannot avoid.
  */
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyStore, StoredResponse } from 'idemkit';
-import { fingerprint } from 'idemkit';
+import type { IdempotencyStore } from 'idemkit';
+import { fingerprint } from 'idemkit/kit';
+import type { StoredResponse } from 'idemkit/kit';
 import type { StoreKind } from './shared.js';
 import { openBenchStore } from './stores.js';
 import { BODY, CONTENT_TYPE, REPLAY_KEYS, ROUTE, median } from './shared.js';

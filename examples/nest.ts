@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { BadRequestException, Body, Controller, Module, Post, UnauthorizedException, UseGuards } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { IdempotencyContext } from 'idemkit/nest';
+import type { IdempotencyContext } from 'idemkit';
 import { Idempotent, IdempotencyCtx, IdempotencyModule } from 'idemkit/nest';
 import { delay, leaseMs, port, storeFromUrl, tenantOf } from './store.js';
 

@@ -14,7 +14,7 @@
  */
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { IdempotencyContext } from 'idemkit/fastify';
+import type { IdempotencyContext } from 'idemkit';
 import { idempotency } from 'idemkit/fastify';
 import { verifyWebhook, WebhookVerificationError } from 'idemkit/messaging';
 import { instrumentStore, telemetryEvents } from 'idemkit/otel';

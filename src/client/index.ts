@@ -5,8 +5,6 @@ export type { IdempotentRequestInit } from './request.js';
 export type { IdempotencyInfo, IdempotentResponse } from './response.js';
 export { createRetryBudget } from './budget.js';
 export type { RetryBudget, RetryBudgetOptions } from './budget.js';
-export { backoffDelay, parseRetryAfter } from './backoff.js';
-export { RETRYABLE_STATUSES, isNetworkFailure } from './retryable.js';
 export {
   AttemptTimeoutError,
   BodyNotReplayableError,

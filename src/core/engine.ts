@@ -27,7 +27,7 @@ import type { EventSink } from './events.js';
 import { since } from './events.js';
 
 export { Execution } from './execution.js';
-export type { AbandonedCheck, ContextFor, FencedTransaction, HandlerTx, IdempotencyContext, WatchedResponse } from './execution.js';
+export type { AbandonedCheck, ContextFor, FencedTransaction, HandlerTx, IdempotencyContext } from './execution.js';
 
 /** The request facts the engine needs, read by the adapter. */
 export type RequestFacts = FingerprintInput;
@@ -83,14 +83,6 @@ export type Decision<Req = unknown, Body extends RequestBody<Req> = RequestBody<
   | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
   /** Run the handler under `execution`, then `execution.finish` with its answer. */
   | { readonly kind: 'execute'; readonly execution: Execution; readonly body: Body };
-
-/** @deprecated Use `Decision` (from `IdempotencyEngine.decide`). */
-export type Admission =
-  | { readonly kind: 'replay'; readonly response: StoredResponse }
-  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
-  | { readonly kind: 'execute'; readonly execution: Execution }
-  /** The store is down and `failOpen` is set: run the handler without protection. */
-  | { readonly kind: 'unprotected' };
 
 /** The one answer for every request that passes without a key: shared, already resolved. */
 const PASSED: Promise<{ readonly kind: 'pass'; readonly failOpen: false; readonly body: undefined }> = Promise.resolve(
@@ -225,19 +217,6 @@ export class IdempotencyEngine<Req = unknown> {
     }
     // The adapter awaits the claim's own promise: no async layer in between.
     return this.claim(request, key, method, reader, read);
-  }
-
-  /** @deprecated Use `decide`, which also parses the key and reads the body. */
-  async admit(request: Req, key: string, facts: RequestFacts): Promise<Admission> {
-    const given: RequestReader<Req, RequestFacts> = {
-      method: () => facts.method,
-      header: () => key,
-      path: () => facts.path,
-      contentType: () => facts.contentType,
-      readBody: () => facts,
-    };
-    const decision = await this.claim(request, key, facts.method, given, facts);
-    return decision.kind === 'pass' ? { kind: 'unprotected' } : decision;
   }
 
   private async claim<Body extends RequestBody<Req>>(

@@ -201,34 +201,6 @@ export class StoreBusyError extends IdempotencyHttpError {
   }
 }
 
-/**
- * @deprecated The same error as `LeaseLostError` (one class per code): this name only builds one
- * from a cause, with the client's detail as its message. `instanceof` either name holds for both.
- */
-export class LeaseLostHttpError extends LeaseLostError {
-  constructor(cause?: unknown) {
-    super(ERROR_CODES[LeaseLostError.code].http.detail, { cause });
-  }
-
-  static override [Symbol.hasInstance](value: unknown): value is LeaseLostError {
-    return value instanceof LeaseLostError;
-  }
-}
-
-/**
- * @deprecated The same error as `StoreUnavailableError` (one class per code): this name only
- * builds one from a cause, with the client's detail as its message. `instanceof` either name holds for both.
- */
-export class StoreUnavailableHttpError extends StoreUnavailableError {
-  constructor(cause?: unknown) {
-    super(undefined, { cause });
-  }
-
-  static override [Symbol.hasInstance](value: unknown): value is StoreUnavailableError {
-    return value instanceof StoreUnavailableError;
-  }
-}
-
 /** A stored record could not be read back (a corrupt row or hash); the message names the record. */
 export class CorruptRecordError extends IdemkitError {
   static readonly code = 'ERR_IDEMKIT_CORRUPT_RECORD' satisfies ErrorCode;

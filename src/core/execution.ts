@@ -103,11 +103,6 @@ export interface ExecutionGuard {
   readonly token: string;
 }
 
-/** What the deprecated `Execution.watchResponse` reads of a Node ServerResponse. */
-export interface WatchedResponse {
-  readonly writableFinished: boolean;
-}
-
 /** One claimed request while its handler runs: lease renewal, checkpoints, and the fenced finish. */
 export class Execution {
   readonly context: IdempotencyContext;
@@ -210,11 +205,6 @@ export class Execution {
   watch<Target extends object>(target: Target, abandoned: AbandonedCheck<Target>): void {
     this.watched = target;
     this.abandoned = abandoned as AbandonedCheck<never>;
-  }
-
-  /** @deprecated Node-specific: the HTTP adapters call `watch` with their own check. */
-  watchResponse(response: WatchedResponse): void {
-    this.watch(response, finishedWithoutUs);
   }
 
   private async beginPhaseTransaction(): Promise<FencedTransaction> {
@@ -535,10 +525,6 @@ export class Execution {
       if (!(error instanceof LeaseLostError)) this.options.onError(error);
     }
   }
-}
-
-function finishedWithoutUs(response: WatchedResponse): boolean {
-  return response.writableFinished;
 }
 
 function isIterable(headers: ResponseHeaders): headers is Iterable<readonly [string, string | number | readonly string[] | undefined]> {

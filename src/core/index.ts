@@ -1,14 +1,21 @@
-import type { ContextFor, IdempotencyContext } from './engine.js';
+/**
+ * `idemkit`: what an application author imports. The options and the context of a handler, the
+ * events, the store types an application passes around, and the errors it may catch. Adapters
+ * (`idemkit/express`, `idemkit/hono`, …) and stores (`idemkit/stores/*`) have their own entry
+ * points; what adapter and store authors need beyond this is in `idemkit/kit`.
+ */
+import type { ContextFor, IdempotencyContext } from './execution.js';
 
-export * from './errors.js';
-export { parseIdempotencyKey, MAX_KEY_LENGTH } from './key.js';
+// ─── A handler's context, typed by its store ──────────────────────────────────────────────────
+export type { ContextFor, FencedTransaction, IdempotencyContext } from './execution.js';
+export type { AbandonedRecords, IdempotencyStore, TransactionalStore, TxOf } from './store.js';
+
+// ─── Options ──────────────────────────────────────────────────────────────────────────────────
+export type { IdempotencyOptions } from './options.js';
 export type { KeyPolicy } from './key.js';
-export { fingerprint } from './fingerprint.js';
-export type { FingerprintInput, FingerprintOptions } from './fingerprint.js';
-export { resolveOptions, DEFAULT_REPLAY_HEADERS } from './options.js';
-export type { EngineOptions, IdempotencyOptions, ResolvedOptions, TransactionalFlag } from './options.js';
-export { FailureReporter, consoleLogger } from './logger.js';
-export { redactedKey } from './events.js';
+export type { FingerprintOptions } from './fingerprint.js';
+export type { IdempotencyLogger } from './logger.js';
+export { consoleLogger } from './logger.js';
 export type {
   CompleteEvent,
   ConflictEvent,
@@ -22,29 +29,42 @@ export type {
   StoreErrorEvent,
   TakeoverEvent,
 } from './events.js';
-export type { FailureReporterOptions, IdempotencyLogger } from './logger.js';
-export { IdempotencyEngine, Execution } from './engine.js';
-export type {
-  AbandonedCheck,
-  /** @deprecated Use `Decision`. */
-  Admission,
-  ContextFor,
-  Decision,
-  FencedTransaction,
-  HandlerTx,
-  IdempotencyContext,
-  RequestBody,
-  RequestFacts,
-  RequestReader,
-} from './engine.js';
-export type { ResponseHeaders } from './response.js';
-export { toStoredResponse, replayHeaderList, replayHeaderRecord, replayBody, isNullBodyStatus, REPLAYED_HEADER, BODY_OMITTED_HEADER } from './response.js';
-export { newOwnerToken } from './token.js';
-export { canListAbandoned, fitResponse, hasAdmin, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from './store.js';
-// Every type of the store contract: AbandonedRecords, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, …
-export type * from './store.js';
-export { integerOption, booleanOption, durationOption, checkRecordRef, MAX_TIMER_MS } from './validate.js';
-export { RESERVED_SCOPE_MARK, isReservedScope } from './namespaces.js';
+export { redactedKey } from './events.js';
+
+// ─── Errors: one class per code (docs/semantics.md, "Errors"), and their problem+json ─────────
+export { ERROR_CODES } from './error-codes.js';
+export type { ErrorCode } from './error-codes.js';
+export {
+  BodyNotKeptError,
+  BodyTooLargeError,
+  CorruptRecordError,
+  ExecutionEndedError,
+  ExecutionTimeoutHttpError,
+  IdemkitError,
+  IdempotencyHttpError,
+  InvalidKeyError,
+  InvalidOptionError,
+  InvalidRecordRefError,
+  InvalidScopeError,
+  KeyInFlightError,
+  KeyMismatchError,
+  LeaseLostError,
+  MissingKeyError,
+  MountedTwiceError,
+  NotTransactionalError,
+  PROBLEM_BASE,
+  PROBLEM_CONTENT_TYPE,
+  problemFor,
+  RequestAbortedError,
+  StoreBusyError,
+  StoreFullError,
+  StoreIncompatibleError,
+  StoreSchemaMissingError,
+  StoreUnavailableError,
+  TransactionalModeError,
+  TransactionEndedError,
+} from './errors.js';
+export type { ProblemDetails } from './errors.js';
 
 /**
  * Declaration merging for the adapters whose request type is global (Express's `req.idempotency`,

@@ -1,33 +1,7 @@
 import { InvalidRecordRefError } from './errors.js';
-import { checkBoolean, checkDuration, checkInteger } from './option-reader.js';
 import type { RecordRef } from './store.js';
 
 export { MAX_TIMER_MS } from './option-reader.js';
-
-/**
- * Validates an optional integer option (>= min), naming it in the error.
- * @deprecated Use `optionReader(...).integer(name, { default, min })` from `idemkit/kit`, or `checkInteger` for a lone value.
- */
-export function integerOption(name: string, value: unknown, fallback: number, min: number): number {
-  return checkInteger(name, value, { default: fallback, min });
-}
-
-/**
- * Validates an optional boolean option, naming it in the error.
- * @deprecated Use `optionReader(...).boolean(name, { default })` from `idemkit/kit`.
- */
-export function booleanOption(name: string, value: unknown, fallback: boolean): boolean {
-  return checkBoolean(name, value, { default: fallback });
-}
-
-/**
- * Validates a duration in ms: an integer in [min, MAX_TIMER_MS], or `Infinity` (no limit) when
- * allowed. Larger finite values are refused because a timer would fire at once.
- * @deprecated Use `optionReader(...).duration(name, { default, min, infinity })` from `idemkit/kit`.
- */
-export function durationOption(name: string, value: unknown, fallback: number, min: number, allowInfinity: boolean): number {
-  return checkDuration(name, value, { default: fallback, min, infinity: allowInfinity });
-}
 
 /**
  * Refuses a record reference that a store could not keep apart from another one: a scope or key

@@ -13,9 +13,6 @@ import { sendProblem, sendReplay } from './node-response.js';
 
 export { problemErrorHandler } from './express-problem.js';
 export type { ProblemErrorHandlerOptions } from './express-problem.js';
-export type { ContextFor, IdempotencyContext } from '../core/engine.js';
-export type { IdempotencyOptions } from '../core/options.js';
-export type { Register } from '../core/index.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's own extension point for `req`.

@@ -14,10 +14,6 @@ import { plainBytes, readPayload, sendable } from './fastify-response.js';
 import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
-export type { ContextFor, IdempotencyContext } from '../core/engine.js';
-export type { Register } from '../core/index.js';
-export type { IdempotencyOptions } from '../core/options.js';
-
 /**
  * A route's own settings, in its `config.idempotency`: the options that change how one request
  * is claimed and answered, each overriding the plugin's for this route. Checked when the route is

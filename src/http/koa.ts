@@ -14,9 +14,6 @@ import { headerValues } from './node-headers.js';
 import { watchResponse } from './node-response.js';
 
 export type { KoaRequestBody } from './koa-body.js';
-export type { ContextFor, IdempotencyContext } from '../core/engine.js';
-export type { IdempotencyOptions } from '../core/options.js';
-export type { Register } from '../core/index.js';
 
 declare module 'koa' {
   interface DefaultState {

@@ -6,9 +6,6 @@ import type { FetchStyle } from './fetch-common.js';
 import { readLimited } from '../core/bytes.js';
 import { answerFetchStyle, pathWithQuery } from './fetch-common.js';
 
-export type { ContextFor, IdempotencyContext } from '../core/engine.js';
-export type { IdempotencyOptions } from '../core/options.js';
-
 /**
  * A fetch-style handler. `ctx` is the idempotency context of a protected request, and undefined
  * for requests that pass through (uncovered methods, no key where none is required, fail-open).

@@ -8,6 +8,3 @@ export type { IdempotencyModuleAsyncOptions, IdempotencyModuleOptions } from './
 export { IdempotencyInterceptor } from './interceptor.js';
 export type { IdempotentRouteOptions } from './route-options.js';
 export type { NestRequest } from './reader.js';
-export type { ContextFor, IdempotencyContext } from '../core/engine.js';
-export type { IdempotencyOptions } from '../core/options.js';
-export type { Register } from '../core/index.js';

@@ -16,15 +16,14 @@ import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 
-export type { OrmTransactionalStore } from './bridge.js';
 
 /** A Drizzle database: anything with Drizzle's `transaction(fn)`. */
-export interface DrizzleDatabase {
+interface DrizzleDatabase {
   readonly transaction: (...args: never[]) => unknown;
 }
 
 /** The transaction object a Drizzle database hands its `transaction` callback. */
-export type DrizzleTransactionOf<DB> = DB extends { transaction(fn: (tx: infer Tx) => unknown, ...rest: never[]): unknown } ? Tx : never;
+type DrizzleTransactionOf<DB> = DB extends { transaction(fn: (tx: infer Tx) => unknown, ...rest: never[]): unknown } ? Tx : never;
 
 /** What a Drizzle transaction can run raw SQL with: `execute` (PostgreSQL, MySQL) or `run` (SQLite). */
 interface RawSql {

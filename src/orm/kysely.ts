@@ -12,7 +12,6 @@ import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 
-export type { OrmTransactionalStore } from './bridge.js';
 
 /**
  * The SQL store (postgresStore, mysqlStore, sqliteStore) with transactions opened by `db`

@@ -16,17 +16,16 @@ import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 
-export type { OrmTransactionalStore } from './bridge.js';
 
 /** A Prisma client, as far as the bridge needs one: the callback form of `$transaction`. */
-export interface PrismaClientLike {
+interface PrismaClientLike {
   // `any`: Prisma's own callback parameter is the generated transaction client.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   $transaction(fn: (tx: any) => Promise<unknown>, options?: { maxWait?: number; timeout?: number }): Promise<unknown>;
 }
 
 /** The transaction client a Prisma client hands its `$transaction` callback (`Prisma.TransactionClient`). */
-export type PrismaTransactionOf<P extends PrismaClientLike> = Parameters<Parameters<P['$transaction']>[0]>[0];
+type PrismaTransactionOf<P extends PrismaClientLike> = Parameters<Parameters<P['$transaction']>[0]>[0];
 
 /** What the bridge calls on a transaction client: Prisma's raw-SQL API. */
 interface RawSql {

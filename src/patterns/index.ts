@@ -1,20 +1,21 @@
-export * from './sql.js';
+// The driver shapes sqlExecutor accepts are structural: an application passes its own pool or client.
+export { sqlExecutor } from './sql.js';
+export type { SqlDialect, SqlExecutor, SqlExecutorOptions, SqlResult } from './sql.js';
 export { insertOnce } from './insert-once.js';
-export type { InsertOnceOptions, InsertOnceResult } from './insert-once.js';
+export type { InsertOnceOptions } from './insert-once.js';
 export { stateMachine, transition } from './state-machine.js';
-export type { StateMachine, StateMachineDefinition, TransitionOptions, TransitionResult } from './state-machine.js';
+export type { StateMachine, StateMachineDefinition, TransitionOptions } from './state-machine.js';
 export { retryOnVersionConflict, versionedUpdate } from './versioned.js';
-export type { RetryOnVersionConflictOptions, VersionedUpdateOptions, VersionedUpdateResult } from './versioned.js';
+export type { RetryOnVersionConflictOptions, VersionedUpdateOptions } from './versioned.js';
 export { oneTimeTokens } from './tokens.js';
 export type { OneTimeTokens, OneTimeTokensOptions } from './tokens.js';
 export { redisLock } from './lock.js';
 export type { Lease, RedisLock, RedisLockOptions } from './lock.js';
-export type { RedisCaller, RedisClientLike, RedisCommandSender } from './redis.js';
 export { IllegalTransitionError, InvalidStateMachineError, ResultNotKeptError, RowVanishedError, UnknownStateError, VersionConflictError } from './errors.js';
 export { idempotent } from './idempotent.js';
 export type { IdempotentOptions } from './idempotent.js';
 export { STARTED, Phases, definePhases, foreignKeyFor } from './phases.js';
-export type { ForeignPhaseArgs, LocalPhaseArgs, PhaseHost, PhaseState, TxMatch } from './phases.js';
+export type { PhaseState } from './phases.js';
 export { PhaseError } from './phase-errors.js';
 export { completer } from './completer.js';
-export type { CompletedResponse, Completer, CompleterOptions, CompleterReport } from './completer.js';
+export type { Completer, CompleterOptions } from './completer.js';

@@ -4,7 +4,8 @@
  * the limit, at once, instead of being read until the timeout and reported as "never answered".
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { TargetUnreachableError, raceCase, resolveConfig, runCheck } from '../../src/check/index.js';
+import { resolveConfig } from '../../src/check/config.js';
+import { TargetUnreachableError, raceCase, runCheck } from '../../src/check/index.js';
 import type { StreamingServer } from '../client/servers.js';
 import { streamingServer } from '../client/servers.js';
 import { runCli } from './cli.js';

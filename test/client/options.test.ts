@@ -1,6 +1,7 @@
 /** Options are validated when the client is created; backoff and Retry-After parsing in isolation. */
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, backoffDelay, createIdempotentFetch, createRetryBudget, parseRetryAfter } from '../../src/client/index.js';
+import { backoffDelay, parseRetryAfter } from '../../src/client/backoff.js';
+import { InvalidOptionError, createIdempotentFetch, createRetryBudget } from '../../src/client/index.js';
 
 function thrownBy(fn: () => unknown): unknown {
   try {

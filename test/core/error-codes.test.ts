@@ -30,7 +30,6 @@ import {
   KeyInFlightError,
   KeyMismatchError,
   LeaseLostError,
-  LeaseLostHttpError,
   MissingKeyError,
   MountedTwiceError,
   NotTransactionalError,
@@ -40,7 +39,6 @@ import {
   StoreBusyError,
   StoreFullError,
   StoreUnavailableError,
-  StoreUnavailableHttpError,
   TransactionalModeError,
   TransactionEndedError,
 } from '../../src/core/errors.js';
@@ -198,24 +196,6 @@ describe('the error table', () => {
     expect(storeDown.message).toBe('postgres store: connection refused');
   });
 
-  it('the old HTTP names are the same errors: instanceof either name holds for both', () => {
-    const cause = new Error('commit failed');
-    const fromEngine = new StoreUnavailableHttpError(cause);
-    const fromStore = new StoreUnavailableError('redis store: timeout');
-    for (const error of [fromEngine, fromStore]) {
-      expect(error).toBeInstanceOf(StoreUnavailableError);
-      expect(error).toBeInstanceOf(StoreUnavailableHttpError);
-      expect(error.code).toBe(StoreUnavailableError.code);
-    }
-    expect(fromEngine).toMatchObject({ name: 'StoreUnavailableHttpError', cause, message: ERROR_CODES.ERR_IDEMKIT_STORE_UNAVAILABLE.http.detail });
-    expect(new LeaseLostError()).toBeInstanceOf(LeaseLostHttpError);
-    const lost = new LeaseLostHttpError(cause);
-    expect(lost).toBeInstanceOf(LeaseLostError);
-    expect(lost).toMatchObject({ code: LeaseLostError.code, status: 409, cause, message: ERROR_CODES.ERR_IDEMKIT_LEASE_LOST.http.detail });
-    expect(new LeaseLostError()).not.toBeInstanceOf(StoreUnavailableHttpError);
-    expect(new StoreUnavailableError('x')).not.toBeInstanceOf(LeaseLostHttpError);
-  });
-
   it('store-full says when to retry; store-schema-missing says not to (no Retry-After): neither tells the client the store’s message', () => {
     const full = samples.ERR_IDEMKIT_STORE_FULL();
     expect(full).toMatchObject({ status: 503, slug: 'store-full', retryAfterMs: 2500, headers: { 'retry-after': '3' } });
@@ -236,20 +216,14 @@ describe('the error table', () => {
     expect(new StoreBusyError('busy', 10).headers).toEqual({ 'retry-after': '1' });
   });
 
-  it('every error class the entry points export is in the table, a base, or an old name of one', () => {
+  it('every error class the entry points export is in the table, or a base', () => {
     const bases = new Set(['IdemkitError', 'CodedError', 'IdempotencyHttpError', 'IdempotentCallError']);
-    const oldNames = new Map([
-      ['LeaseLostHttpError', 'LeaseLostError'],
-      ['StoreUnavailableHttpError', 'StoreUnavailableError'],
-    ]);
     const tableNames = new Set(tableClasses.keys());
     for (const [from, api] of Object.entries(entryPoints)) {
       for (const [name, value] of Object.entries(api)) {
         if (typeof value !== 'function' || !(value.prototype instanceof IdemkitError || value === IdemkitError)) continue;
-        const known = tableNames.has(name) || bases.has(name) || oldNames.has(name);
+        const known = tableNames.has(name) || bases.has(name);
         expect(known, `${from} exports ${name}, an error class the table does not list`).toBe(true);
-        const target = oldNames.get(name);
-        if (target !== undefined) expect(value.prototype).toBeInstanceOf(tableClasses.get(target)!);
       }
     }
   });
@@ -281,7 +255,7 @@ const PLAIN_ERRORS: ReadonlyArray<{ file: string; text: string; why: string }> =
   { file: 'src/core/canonical-json.ts', text: "new Error('canonical JSON: left to the iterative writer')", why: 'a sentinel, caught inside the writer' },
   { file: 'src/check/race.ts', text: "new Error('ended without 100 Continue')", why: 'rejects one branch of a Promise.any, never surfaces' },
   { file: 'src/drivers/postgres.ts', text: 'new Error(String(reason))', why: "hands pg's release() the Error it expects" },
-  { file: 'src/kit/store-contract.ts', text: 'throw new Error(`expected acquired, got ${claim.kind}`)', why: 'fails a test of the store contract suite' },
+  { file: 'src/kit/contract/context.ts', text: 'throw new Error(`expected acquired, got ${claim.kind}`)', why: 'fails a test of the store contract suite' },
   { file: 'src/stores/redis/record.ts', text: 'new RangeError(', why: 'an encoder invariant; callers validate first' },
   { file: 'src/core/engine.ts', text: 'new TypeError(`The \\`${option}\\` option must return a string`)', why: 'a scope or previousScope hook returning the wrong type, as Node throws ERR_INVALID_RETURN_VALUE' },
   { file: 'src/http/express-capture.ts', text: "new TypeError('idemkit: response chunks must be strings", why: 'what res.write throws for such a chunk' },

@@ -10,9 +10,14 @@ import { sqliteFile } from '../support/sqlite-file.js';
 const facts = { method: 'POST', path: '/charges', contentType: 'application/json', body: Buffer.from('{}') };
 const answer = { status: 201, headers: [], body: Buffer.from('{}'), bodyOmitted: false };
 
+/** The engine's decision for a request with these facts under `key`. */
+function decideFacts(engine: IdempotencyEngine, key: string) {
+  return engine.decide({}, { method: () => facts.method, header: () => key, path: () => facts.path, contentType: () => facts.contentType, readBody: () => facts });
+}
+
 async function watchedExecution(key: string): Promise<{ execution: Execution; engine: IdempotencyEngine }> {
   const engine = new IdempotencyEngine({ store: memoryStore({ sweepIntervalMs: 0 }) });
-  const admission = await engine.admit({}, key, facts);
+  const admission = await decideFacts(engine, key);
   if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
   const response = { writableFinished: false };
   admission.execution.watch(response, (r) => r.writableFinished);
@@ -52,7 +57,7 @@ describe('the lease belongs to the handler, not to the connection', () => {
   });
 
   const admitted = async (engine: IdempotencyEngine, key: string) => {
-    const admission = await engine.admit({}, key, facts);
+    const admission = await decideFacts(engine, key);
     if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
     return admission.execution;
   };
@@ -65,10 +70,10 @@ describe('the lease belongs to the handler, not to the connection', () => {
     const response = { writableFinished: false, destroyed: true };
     execution.watch(response, (r) => r.writableFinished);
     await vi.advanceTimersByTimeAsync(3_000); // ten leases
-    const during = await engine.admit({}, 'gone', facts);
+    const during = await decideFacts(engine, 'gone');
     expect(during.kind === 'reject' && during.error.code).toBe('ERR_IDEMKIT_KEY_IN_FLIGHT');
     expect(await execution.finish(answer)).toBeUndefined();
-    const after = await engine.admit({}, 'gone', facts);
+    const after = await decideFacts(engine, 'gone');
     expect(after.kind).toBe('replay');
     store.close();
   });
@@ -79,7 +84,7 @@ describe('the lease belongs to the handler, not to the connection', () => {
     const engine = new IdempotencyEngine({ store, leaseMs: 300, maxExecutionMs: 1_000, onError: (e) => reported.push(e) });
     const first = await admitted(engine, 'slow');
     await vi.advanceTimersByTimeAsync(900);
-    expect((await engine.admit({}, 'slow', facts)).kind).toBe('reject'); // still renewed
+    expect((await decideFacts(engine, 'slow')).kind).toBe('reject'); // still renewed
     await vi.advanceTimersByTimeAsync(600); // the ceiling, then a whole lease without renewal
     expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_EXECUTION_TIMEOUT' }));
     const second = await admitted(engine, 'slow');
@@ -87,7 +92,7 @@ describe('the lease belongs to the handler, not to the connection', () => {
     expect(await first.finish({ ...answer, body: Buffer.from('"first"') })).toBeUndefined();
     expect(reported).toContainEqual(expect.objectContaining({ code: 'ERR_IDEMKIT_LEASE_LOST' }));
     await second.finish({ ...answer, body: Buffer.from('"second"') });
-    const replay = await engine.admit({}, 'slow', facts);
+    const replay = await decideFacts(engine, 'slow');
     expect(replay.kind === 'replay' && Buffer.from(replay.response.body!).toString()).toBe('"second"');
     store.close();
   });
@@ -107,7 +112,7 @@ describe('ctx.tx refuses use once its execution is over (SQLite)', () => {
     return { db, store, engine, effects, close };
   };
   const admitted = async (engine: IdempotencyEngine, key: string) => {
-    const admission = await engine.admit({}, key, facts);
+    const admission = await decideFacts(engine, key);
     if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
     return admission.execution;
   };
@@ -181,13 +186,13 @@ describe('a scope that cannot be stored as text, or that is reserved for idemkit
   it.each([['\uD800'], ['tenant-\uDC00'], ['\uDC00\uD800'], ['\u001fidemkit:message:stripe']])('answers 400 invalid-scope for %j and claims nothing', async (scope) => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     const engine = new IdempotencyEngine({ store, scope: () => scope });
-    const admission = await engine.admit({}, 'k', facts);
+    const admission = await decideFacts(engine, 'k');
     expect(admission.kind === 'reject' && admission.error.status).toBe(400);
     expect(admission.kind === 'reject' && admission.error.problem().type).toBe('urn:idemkit:problem:invalid-scope');
     expect(store.stats().records).toBe(0);
     // A well-formed astral character is an ordinary scope.
     const emoji = new IdempotencyEngine({ store, scope: () => 'tenant-\u{1F600}' });
-    expect((await emoji.admit({}, 'k', facts)).kind).toBe('execute');
+    expect((await decideFacts(emoji, 'k')).kind).toBe('execute');
     store.close();
   });
 });
@@ -198,7 +203,7 @@ describe('a scope the store refuses', () => {
     // As the MySQL store refuses a scope over its column's 1,024 bytes.
     const refusing = { ...store, name: 'refusing', claim: () => Promise.reject(new InvalidRecordRefError('scope', 'longer than 1024 bytes')) };
     const engine = new IdempotencyEngine({ store: refusing, failOpen: true });
-    const admission = await engine.admit({}, 'k', facts);
+    const admission = await decideFacts(engine, 'k');
     expect(admission.kind === 'reject' && admission.error.code).toBe('ERR_IDEMKIT_SCOPE_INVALID');
     expect(admission.kind === 'reject' && admission.error.message).toContain('longer than 1024 bytes');
     store.close();
@@ -212,7 +217,7 @@ describe('a scope the store refuses', () => {
  */
 describe('a claim that ends without a result keeps committed progress', () => {
   const admitted = async (engine: IdempotencyEngine, key: string) => {
-    const admission = await engine.admit({}, key, facts);
+    const admission = await decideFacts(engine, key);
     if (admission.kind !== 'execute') throw new Error(`expected execute, got ${admission.kind}`);
     return admission.execution;
   };

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { createIdempotentFetch, createRetryBudget } from '../../src/client/index.js';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { resolveOptions } from '../../src/core/options.js';
-import { booleanOption, durationOption, integerOption } from '../../src/core/validate.js';
+import { checkBoolean, checkDuration, checkInteger } from '../../src/core/option-reader.js';
 import { amqpConsumeOnce, consumeOnce, migrateProcessed, natsConsumeOnce, reapProcessed, verifyWebhook, webhookHandler } from '../../src/messaging/index.js';
 import { completer, definePhases, insertOnce, oneTimeTokens, redisLock, retryOnVersionConflict, sqlExecutor, transition, versionedUpdate } from '../../src/patterns/index.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
@@ -119,13 +119,13 @@ describe('unknown options are refused with a hint, by every factory', () => {
     expect(() => memoryStore({ colour: 'red' } as never)).toThrow(/`colour`: unknown option; memoryStore\(\) takes `maxRecords`, .*`clock`/);
   });
 
-  it('keeps the deprecated positional validators working, with the same messages', () => {
-    expect(integerOption('n', undefined, 7, 1)).toBe(7);
-    expect(() => integerOption('n', 0, 7, 1)).toThrow('Invalid option `n`: expected an integer >= 1, got 0');
-    expect(booleanOption('b', undefined, true)).toBe(true);
-    expect(() => booleanOption('b', 1, true)).toThrow('Invalid option `b`: expected a boolean, got number');
-    expect(durationOption('d', Infinity, 5, 1, true)).toBe(Infinity);
-    expect(() => durationOption('d', Infinity, 5, 1, false)).toThrow(/`d`: expected an integer >= 1, got Infinity/);
-    expect(() => durationOption('d', 2 ** 31, 5, 1, true)).toThrow(/`d`: expected at most 2147483647 ms \(use Infinity for no limit\)/);
+  it('checks a lone value with the messages the reader gives', () => {
+    expect(checkInteger('n', undefined, { default: 7, min: 1 })).toBe(7);
+    expect(() => checkInteger('n', 0, { default: 7, min: 1 })).toThrow('Invalid option `n`: expected an integer >= 1, got 0');
+    expect(checkBoolean('b', undefined, { default: true })).toBe(true);
+    expect(() => checkBoolean('b', 1, { default: true })).toThrow('Invalid option `b`: expected a boolean, got number');
+    expect(checkDuration('d', Infinity, { default: 5, min: 1, infinity: true })).toBe(Infinity);
+    expect(() => checkDuration('d', Infinity, { default: 5, min: 1, infinity: false })).toThrow(/`d`: expected an integer >= 1, got Infinity/);
+    expect(() => checkDuration('d', 2 ** 31, { default: 5, min: 1, infinity: true })).toThrow(/`d`: expected at most 2147483647 ms \(use Infinity for no limit\)/);
   });
 });

@@ -1,7 +1,9 @@
 // map-store.test.ts: a toy store on a Map, and the contract suite run against it with vitest.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, checkRecordRef, describeStoreContract, fitResponse, newOwnerToken, systemClock } from 'idemkit/kit';
-import type { Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef, StoredResponse } from 'idemkit/kit';
+import { LeaseLostError } from 'idemkit';
+import type { IdempotencyStore } from 'idemkit';
+import { checkRecordRef, describeStoreContract, fitResponse, newOwnerToken, systemClock } from 'idemkit/kit';
+import type { Claim, ClaimOptions, Clock, IdempotencyRecord, RecordRef, StoredResponse } from 'idemkit/kit';
 
 type Entry = { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } & { token: string };
 

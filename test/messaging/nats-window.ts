@@ -12,7 +12,7 @@
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import type { NatsPubAck, NatsPublisher } from '../../src/messaging/index.js';
+import type { NatsPubAck, NatsPublisher } from '../../src/messaging/nats.js';
 import { natsPublishOnce } from '../../src/messaging/index.js';
 
 /** The duplicate window the tests' streams start with: longer than any of their timeouts. */

@@ -6,7 +6,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateProcessed, MissingMessageIdError, natsConsumeOnce, natsMessageId, natsPublishOnce } from '../../src/messaging/index.js';
-import type { NatsJsMessage } from '../../src/messaging/index.js';
+import type { NatsJsMessage } from '../../src/messaging/nats.js';
 import { NATS, POSTGRES, requireService } from '../support/services.js';
 import type { TestDatabase } from './databases.js';
 import { postgresDatabase } from './databases.js';

@@ -17,7 +17,9 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { amqpConsumeOnce, natsConsumeOnce } from '../../src/messaging/index.js';
-import type { AmqpChannel, ConsumeStats, NatsJsMessage } from '../../src/messaging/index.js';
+import type { AmqpChannel } from '../../src/messaging/amqp.js';
+import type { ConsumeStats } from '../../src/messaging/delivery.js';
+import type { NatsJsMessage } from '../../src/messaging/nats.js';
 import { sqlExecutor } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import type { ConsumeStats } from '../../src/messaging/index.js';
+import type { ConsumeStats } from '../../src/messaging/delivery.js';
 import { migrateProcessed } from '../../src/messaging/index.js';
 import type { TestDatabase } from './databases.js';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdemkitError, InvalidOptionError, LeaseLostError, StoreSchemaMissingError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
-import type { IdempotencyOptions } from '../../src/http/web.js';
+import type { IdempotencyOptions } from '../../src/core/options.js';
 import { mysqlSchema, mysqlStore } from '../../src/stores/mysql/index.js';
 import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';

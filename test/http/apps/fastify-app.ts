@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { Database } from 'better-sqlite3';
 import Fastify from 'fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IdempotencyContext } from '../../../src/http/fastify.js';
+import type { IdempotencyContext } from '../../../src/core/execution.js';
 import { idempotency } from '../../../src/http/fastify.js';
 import type { AppFactory } from '../harness.js';
 import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held } from '../harness.js';

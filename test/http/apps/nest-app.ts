@@ -7,7 +7,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import type { IdempotencyContext } from '../../../src/nest/index.js';
+import type { IdempotencyContext } from '../../../src/core/execution.js';
 import { Idempotent, IdempotencyCtx, IdempotencyModule } from '../../../src/nest/index.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from '../harness.js';
 import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, sqliteContext } from '../harness.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyContext } from '../../../src/http/web.js';
+import type { IdempotencyContext } from '../../../src/core/execution.js';
 import { withIdempotency } from '../../../src/http/web.js';
 import type { AppFactory } from '../harness.js';
 import { PARTIAL_CHUNK, THROWN_VALUES, bearerToken, binaryPattern, delayMs, held, failingBody, sqliteContext } from '../harness.js';
