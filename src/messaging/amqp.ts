@@ -3,7 +3,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
-import { deliveryId, deliveryStart, newStats, notifyDuplicate, report, runDelivery, tell, validateAdapter } from './delivery.js';
+import { deliveryId, deliveryStart, newStats, notifyDuplicate, prepareDelivery, report, runDelivery, tell } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -85,7 +85,7 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
   if (typeof queue !== 'string') throw new InvalidOptionError('queue', 'expected a queue name');
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
   const read = optionReader('amqpConsumeOnce()', options);
-  const { requeue } = validateAdapter(read);
+  const delivery = prepareDelivery(read, options);
   const idHeader = read.value('idHeader');
   if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
   const idOptions: AmqpIdOptions = { idHeader, hashFallback: read.boolean('hashFallback', { default: false }) };
@@ -99,48 +99,48 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
       else channel.nack(message, false, how === 'requeue');
     } catch (error) {
       // The channel closed: the broker redelivers the message, and its record answers duplicate.
-      report(options, error, message);
+      report(delivery, error, message);
     }
   };
 
   const handle = async (message: Msg) => {
-    const startedAt = deliveryStart(options);
+    const startedAt = deliveryStart(delivery);
     let messageId: string;
     try {
       messageId = deliveryId(() => amqpMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
-      report(options, error, message);
-      tell(options, 'refused', undefined, message, startedAt, error);
+      report(delivery, error, message);
+      tell(delivery, 'refused', undefined, message, startedAt, error);
       settle(message, 'drop');
       return;
     }
     // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
-    const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx as DeliveryTx<Options>));
+    const outcome = await runDelivery(delivery, messageId, (tx) => handler(message, tx as DeliveryTx<Options>));
     switch (outcome.status) {
       case 'processed':
         stats.processed++;
-        tell(options, 'processed', messageId, message, startedAt);
+        tell(delivery, 'processed', messageId, message, startedAt);
         settle(message, 'ack');
         return;
       case 'duplicate':
         stats.duplicates++;
-        tell(options, 'duplicate', messageId, message, startedAt);
+        tell(delivery, 'duplicate', messageId, message, startedAt);
         settle(message, 'ack');
-        notifyDuplicate(options, messageId, message);
+        notifyDuplicate(delivery, messageId, message);
         return;
       case 'in_flight':
         // Another consumer holds the lease: hand the message back after that lease could end.
         stats.inFlight++;
-        tell(options, 'inFlight', messageId, message, startedAt);
+        tell(delivery, 'inFlight', messageId, message, startedAt);
         await new Promise((resolve) => setTimeout(resolve, Math.min(outcome.retryAfterMs, 1000)));
         settle(message, 'requeue');
         return;
       case 'failed':
         stats.failed++;
-        report(options, outcome.error, message);
-        tell(options, 'failed', messageId, message, startedAt, outcome.error);
-        settle(message, requeue ? 'requeue' : 'drop');
+        report(delivery, outcome.error, message);
+        tell(delivery, 'failed', messageId, message, startedAt, outcome.error);
+        settle(message, delivery.requeue ? 'requeue' : 'drop');
         return;
     }
   };

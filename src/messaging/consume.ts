@@ -86,6 +86,10 @@ function describe(value: unknown): string {
  * (duplicate) or rolls back (it proceeds).
  *
  * Store: claim with a lease, run `handler()`, complete; a throw releases the claim.
+ *
+ * The options carry the message id, so each call checks them all before anything runs. The broker
+ * adapters and the webhook receivers check theirs once, when they start, and keep the consumer
+ * `sqlConsumer` or `storeConsumer` prepares: per message they only run it.
  */
 export function consumeOnce<T>(options: SqlConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<ConsumeResult<T>>;
 export function consumeOnce<T>(options: StoreConsumeOptions, handler: () => Promise<T>): Promise<StoreConsumeResult<T>>;
@@ -95,47 +99,77 @@ export async function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlE
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
   const consumer = consumerOption(read.value('consumer'));
   const messageId = messageIdOption(read.value('messageId'));
-  const retentionMs = retentionOption(read.value('retentionMs'));
-  const clock = clockOption(read.value('clock'));
+  const base: ConsumerBase = { consumer, retentionMs: retentionOption(read.value('retentionMs')), clock: clockOption(read.value('clock')) };
   // Each variant reads its own options below; the other variant's are accepted, as they always were.
   read.accept('db', 'store', 'table', 'leaseMs');
   read.done();
   if (options.store !== undefined) {
     if (options.db !== undefined) throw new InvalidOptionError('store', 'give either `db` or `store`, not both');
-    return consumeWithStore(options, consumer, messageId, retentionMs, clock, handler as () => Promise<T>);
+    return storeConsumer(base, storeOption(options.store), leaseOption(options.leaseMs))(messageId, handler);
   }
-  const db = executorOption(options.db);
-  const table = tableOption(options.table);
+  return sqlConsumer(base, executorOption(options.db), tableOption(options.table))(messageId, handler);
+}
+
+/** The checked options both kinds of prepared consumer share. */
+export interface ConsumerBase {
+  readonly consumer: string;
+  readonly retentionMs: number;
+  readonly clock: Clock;
+}
+
+/**
+ * A consumer whose options were checked and whose statements were written when it was made:
+ * processing a message only runs. `messageId` must have passed `messageIdOption`. The handler
+ * gets the transaction with `db`, and no argument with `store`.
+ */
+export type PreparedConsumer = <T>(messageId: string, handler: (tx: SqlExecutor) => Promise<T>) => Promise<StoreConsumeResult<T>>;
+
+/** Validates a store option: anything with the store's `claim`. */
+export function storeOption(value: unknown): IdempotencyStore {
+  if (!value || typeof (value as Partial<IdempotencyStore>).claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
+  return value as IdempotencyStore;
+}
+
+/** Validates a store consumer's lease, in ms. */
+export function leaseOption(value: unknown): number {
+  return checkDuration('leaseMs', value, { default: 60_000, min: 1 });
+}
+
+/** The SQL consumer: its INSERT is written here, once, for the executor's dialect and the table. */
+export function sqlConsumer(base: ConsumerBase, db: SqlExecutor, table: string): PreparedConsumer {
+  const { consumer, retentionMs, clock } = base;
   const insert =
     db.dialect === 'mysql'
       ? // INSERT IGNORE reports 0 affected rows for the duplicate key; the values are validated, so
         // it hides no truncation.
         `INSERT IGNORE INTO ${table} (consumer, message_id, processed_at, expires_at) VALUES (?, ?, ?, ?)`
       : `INSERT INTO ${table} (consumer, message_id, processed_at, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (consumer, message_id) DO NOTHING`;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await db.transaction(async (tx): Promise<ConsumeResult<T>> => {
-        const now = clock();
-        let affected: number;
-        try {
-          // The record goes first: its primary key is the lock that makes a concurrent delivery wait.
-          ({ affected } = await tx.query(insert, [consumer, messageId, now, now + retentionMs]));
-        } catch (error) {
-          throw isDeadlock(error) ? new RecordDeadlock(error) : error;
-        }
-        // Nothing was written; committing the empty transaction is the same as rolling it back.
-        if (affected === 0) return { status: 'duplicate' };
-        return { status: 'processed', value: await handler(tx) };
-      });
-    } catch (error) {
-      if (!(error instanceof RecordDeadlock)) throw error;
-      // InnoDB: when the first of several waiting inserts of one key rolls back, the waiters all
-      // hold shared locks and deadlock upgrading them; the victims are rolled back before their
-      // handler ran, so trying again is safe. (Joined to a MySQL transaction, the deadlock rolls the
-      // caller's whole transaction back: the savepoint rollback then fails and that error surfaces.)
-      if (attempt >= DEADLOCK_RETRIES) throw error.cause;
+  return async function consumeSql<T>(messageId: string, handler: (tx: SqlExecutor) => Promise<T>): Promise<ConsumeResult<T>> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await db.transaction(async (tx): Promise<ConsumeResult<T>> => {
+          const now = clock();
+          let affected: number;
+          try {
+            // The record goes first: its primary key is the lock that makes a concurrent delivery wait.
+            ({ affected } = await tx.query(insert, [consumer, messageId, now, now + retentionMs]));
+          } catch (error) {
+            throw isDeadlock(error) ? new RecordDeadlock(error) : error;
+          }
+          // Nothing was written; committing the empty transaction is the same as rolling it back.
+          if (affected === 0) return { status: 'duplicate' };
+          return { status: 'processed', value: await handler(tx) };
+        });
+      } catch (error) {
+        if (!(error instanceof RecordDeadlock)) throw error;
+        // InnoDB: when the first of several waiting inserts of one key rolls back, the waiters all
+        // hold shared locks and deadlock upgrading them; the victims are rolled back before their
+        // handler ran, so trying again is safe. (Joined to a MySQL transaction, the deadlock rolls the
+        // caller's whole transaction back: the savepoint rollback then fails and that error surfaces.)
+        if (attempt >= DEADLOCK_RETRIES) throw error.cause;
+      }
     }
-  }
+  };
 }
 
 const DEADLOCK_RETRIES = 5;
@@ -175,51 +209,47 @@ export function legacyMessageScope(consumer: string): string {
   return `message:${consumer}`;
 }
 
-async function consumeWithStore<T>(
-  options: StoreConsumeOptions,
-  consumer: string,
-  messageId: string,
-  retentionMs: number,
-  clock: Clock,
-  handler: () => Promise<T>,
-): Promise<StoreConsumeResult<T>> {
-  const store = options.store;
-  if (!store || typeof store.claim !== 'function') throw new InvalidOptionError('store', 'expected an IdempotencyStore');
-  const leaseMs = checkDuration('leaseMs', options.leaseMs, { default: 60_000, min: 1 });
-  const ref: RecordRef = { scope: messageScope(consumer), key: messageId };
-  const claim = await store.claim(ref, FINGERPRINT, { leaseMs, windowMs: retentionMs });
-  switch (claim.kind) {
-    case 'completed':
-      return { status: 'duplicate' };
-    case 'in_flight':
-      return { status: 'in_flight', retryAfterMs: claim.retryAfterMs };
-    case 'mismatch':
-      throw new MessageScopeClashError(
-        `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} in idemkit's reserved namespace was written by something else than consumeOnce`,
-      );
-    case 'acquired':
-      break;
-  }
-  let earlier: Awaited<ReturnType<typeof earlierRecord>>;
-  try {
-    earlier = await earlierRecord(store, consumer, messageId, clock);
-    if (earlier?.status === 'duplicate') await store.complete(ref, claim.token, DONE);
-  } catch (error) {
-    await store.release(ref, claim.token).catch(() => undefined);
-    throw error;
-  }
-  if (earlier?.status === 'in_flight') await store.release(ref, claim.token).catch(() => undefined);
-  if (earlier) return earlier;
-  let value: T;
-  try {
-    value = await handler();
-  } catch (error) {
-    // Nothing is remembered for a failed attempt: the redelivery claims the message afresh.
-    await store.release(ref, claim.token).catch(() => undefined);
-    throw error;
-  }
-  await store.complete(ref, claim.token, DONE);
-  return { status: 'processed', value };
+/** The store consumer: claim with a lease, run, complete; its scope is worked out here, once. */
+export function storeConsumer(base: ConsumerBase, store: IdempotencyStore, leaseMs: number): PreparedConsumer {
+  const { consumer, retentionMs, clock } = base;
+  const scope = messageScope(consumer);
+  const legacyScope = legacyMessageScope(consumer);
+  return async function consumeWithStore<T>(messageId: string, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>> {
+    const ref: RecordRef = { scope, key: messageId };
+    const claim = await store.claim(ref, FINGERPRINT, { leaseMs, windowMs: retentionMs });
+    switch (claim.kind) {
+      case 'completed':
+        return { status: 'duplicate' };
+      case 'in_flight':
+        return { status: 'in_flight', retryAfterMs: claim.retryAfterMs };
+      case 'mismatch':
+        throw new MessageScopeClashError(
+          `The record for message ${JSON.stringify(messageId)} of consumer ${JSON.stringify(consumer)} in idemkit's reserved namespace was written by something else than consumeOnce`,
+        );
+      case 'acquired':
+        break;
+    }
+    let earlier: Awaited<ReturnType<typeof earlierRecord>>;
+    try {
+      earlier = await earlierRecord(store, legacyScope, messageId, clock);
+      if (earlier?.status === 'duplicate') await store.complete(ref, claim.token, DONE);
+    } catch (error) {
+      await store.release(ref, claim.token).catch(() => undefined);
+      throw error;
+    }
+    if (earlier?.status === 'in_flight') await store.release(ref, claim.token).catch(() => undefined);
+    if (earlier) return earlier;
+    let value: T;
+    try {
+      value = await (handler as () => Promise<T>)();
+    } catch (error) {
+      // Nothing is remembered for a failed attempt: the redelivery claims the message afresh.
+      await store.release(ref, claim.token).catch(() => undefined);
+      throw error;
+    }
+    await store.complete(ref, claim.token, DONE);
+    return { status: 'processed', value };
+  };
 }
 
 /**
@@ -232,11 +262,11 @@ async function consumeWithStore<T>(
  */
 async function earlierRecord(
   store: IdempotencyStore,
-  consumer: string,
+  legacyScope: string,
   messageId: string,
   clock: Clock,
 ): Promise<{ readonly status: 'duplicate' } | { readonly status: 'in_flight'; readonly retryAfterMs: number } | undefined> {
-  const record = await store.get({ scope: legacyMessageScope(consumer), key: messageId });
+  const record = await store.get({ scope: legacyScope, key: messageId });
   const now = clock();
   // A record past its window is one the claim would also treat as absent (not yet reaped).
   if (record === undefined || record.fingerprint !== FINGERPRINT || record.expiresAt <= now) return undefined;

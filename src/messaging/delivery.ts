@@ -1,8 +1,8 @@
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import type { OptionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
-import type { StoreConsumeResult } from './consume.js';
-import { consumeOnce, consumerOption, messageIdOption } from './consume.js';
+import type { PreparedConsumer, StoreConsumeResult } from './consume.js';
+import { consumerOption, messageIdOption, sqlConsumer, storeConsumer } from './consume.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 
 /** Options every broker adapter shares: where records go and how outcomes are reported. */
@@ -51,28 +51,26 @@ export interface DeliveryEvents<Msg> {
   readonly refused?: (event: DeliveryEvent<Msg>) => void;
 }
 
-const DELIVERY_EVENTS = ['processed', 'duplicate', 'inFlight', 'failed', 'refused'] as const;
-
 /** `performance.now()` when someone listens to deliveries, else 0 (no clock read for nobody). */
-export function deliveryStart<Msg>(options: AdapterOptions<Msg>): number {
-  return options.events === undefined ? 0 : performance.now();
+export function deliveryStart<Msg>(delivery: Delivery<Msg>): number {
+  return delivery.events === undefined ? 0 : performance.now();
 }
 
 /** Tells the `events` listener of one outcome, if there is one; a listener that throws goes to `onError`. */
 export function tell<Msg>(
-  options: AdapterOptions<Msg>,
+  delivery: Delivery<Msg>,
   name: keyof DeliveryEvents<Msg>,
   messageId: string | undefined,
   message: Msg,
   startedAt: number,
   error?: unknown,
 ): void {
-  const listener = options.events?.[name];
+  const listener = delivery.events?.[name];
   if (listener === undefined) return;
   try {
-    listener({ consumer: options.consumer, messageId, message, durationMs: Math.round((performance.now() - startedAt) * 10) / 10, error });
+    listener({ consumer: delivery.consumer, messageId, message, durationMs: Math.round((performance.now() - startedAt) * 10) / 10, error });
   } catch (failure) {
-    report(options, failure, message);
+    report(delivery, failure, message);
   }
 }
 
@@ -102,59 +100,81 @@ export function newStats(): ConsumeStats {
   return { processed: 0, duplicates: 0, failed: 0, refused: 0, inFlight: 0 };
 }
 
+/** An adapter's shared options, resolved when the consumer starts; a delivery reads nothing else. */
+export interface Delivery<Msg> {
+  readonly consumer: string;
+  /** Records the message and runs the handler: options checked and statements written already. */
+  readonly consume: PreparedConsumer;
+  readonly requeue: boolean;
+  readonly onError: ((error: unknown, message: Msg) => void) | undefined;
+  readonly onDuplicate: ((messageId: string, message: Msg) => void) | undefined;
+  /** The listeners given, or undefined when `events` was not (then no delivery reads a clock for them). */
+  readonly events: DeliveryEvents<Msg> | undefined;
+}
+
 /**
- * Validates the options every adapter shares, once, when the consumer starts: a bad option found
+ * Checks the options every adapter shares, once, when the consumer starts: a bad option found
  * per message would fail every delivery and requeue it forever. The adapter reads its own options
  * from the same reader, then calls `done()`.
  */
-export function validateAdapter<Msg>(read: OptionReader<AdapterOptions<Msg>>): { requeue: boolean } {
+export function prepareDelivery<Msg>(read: OptionReader<AdapterOptions<Msg>>, options: AdapterOptions<Msg>): Delivery<Msg> {
   const db = read.value('db');
   const store = read.value('store');
   if ((db === undefined) === (store === undefined)) read.fail('db', 'give exactly one of `db` (a SqlExecutor) or `store`');
-  if (db !== undefined) executorOption(db);
+  const executor = db === undefined ? undefined : executorOption(db);
   if (store !== undefined && typeof store?.claim !== 'function') read.fail('store', 'expected an IdempotencyStore');
-  consumerOption(read.value('consumer'));
-  tableOption(read.value('table'));
-  retentionOption(read.value('retentionMs'));
-  clockOption(read.value('clock'));
-  read.duration('leaseMs', { default: 60_000, min: 1 });
-  read.function('onError');
-  read.function('onDuplicate');
-  const events = read.object('events');
-  for (const name of DELIVERY_EVENTS) events?.function(name);
-  events?.done();
-  return { requeue: read.boolean('requeue', { default: true }) };
+  const consumer = consumerOption(read.value('consumer'));
+  const table = tableOption(read.value('table'));
+  const base = { consumer, retentionMs: retentionOption(read.value('retentionMs')), clock: clockOption(read.value('clock')) };
+  const leaseMs = read.duration('leaseMs', { default: 60_000, min: 1 });
+  // Bound, so a callback written as a method sees the options object as `this`, as it did when it
+  // was called through them.
+  const onError = read.function('onError')?.bind(options);
+  const onDuplicate = read.function('onDuplicate')?.bind(options);
+  const listeners = read.object('events');
+  let events: DeliveryEvents<Msg> | undefined;
+  if (listeners !== undefined) {
+    events = {
+      processed: listeners.function('processed'),
+      duplicate: listeners.function('duplicate'),
+      inFlight: listeners.function('inFlight'),
+      failed: listeners.function('failed'),
+      refused: listeners.function('refused'),
+    };
+    listeners.done();
+  }
+  return {
+    consumer,
+    consume: executor !== undefined ? sqlConsumer(base, executor, table) : storeConsumer(base, store!, leaseMs),
+    requeue: read.boolean('requeue', { default: true }),
+    onError,
+    onDuplicate,
+    events,
+  };
 }
 
 export type Outcome = StoreConsumeResult<unknown> | { readonly status: 'failed'; readonly error: unknown };
 
-/** Runs consumeOnce for one delivery; a handler error becomes an outcome, never a rejection. */
-export async function runDelivery<Msg>(
-  options: AdapterOptions<Msg>,
-  messageId: string,
-  run: (tx: SqlExecutor | undefined) => Promise<unknown>,
-): Promise<Outcome> {
-  const { consumer, retentionMs, clock } = options;
+/** Runs the prepared consumer for one delivery; a handler error becomes an outcome, never a rejection. */
+export async function runDelivery<Msg>(delivery: Delivery<Msg>, messageId: string, run: (tx: SqlExecutor | undefined) => Promise<unknown>): Promise<Outcome> {
   try {
-    return options.store !== undefined
-      ? await consumeOnce({ consumer, messageId, retentionMs, clock, store: options.store, leaseMs: options.leaseMs }, () => run(undefined))
-      : await consumeOnce({ consumer, messageId, retentionMs, clock, db: options.db!, table: options.table }, (tx) => run(tx));
+    return await delivery.consume(messageId, run);
   } catch (error) {
     return { status: 'failed', error };
   }
 }
 
-export function report<Msg>(options: AdapterOptions<Msg>, error: unknown, message: Msg): void {
+export function report<Msg>(delivery: Delivery<Msg>, error: unknown, message: Msg): void {
   try {
-    options.onError?.(error, message);
+    delivery.onError?.(error, message);
   } catch {
     // A throwing reporter must not break the consume loop.
   }
 }
 
-export function notifyDuplicate<Msg>(options: AdapterOptions<Msg>, messageId: string, message: Msg): void {
+export function notifyDuplicate<Msg>(delivery: Delivery<Msg>, messageId: string, message: Msg): void {
   try {
-    options.onDuplicate?.(messageId, message);
+    delivery.onDuplicate?.(messageId, message);
   } catch {
     // Reporting only; the duplicate is already acknowledged.
   }

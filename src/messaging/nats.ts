@@ -3,8 +3,8 @@ import { optionReader } from '../core/option-reader.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
-import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
-import { deliveryId, deliveryStart, newStats, notifyDuplicate, report, runDelivery, tell, validateAdapter } from './delivery.js';
+import type { AdapterOptions, ConsumeStats, Delivery, DeliveryTx } from './delivery.js';
+import { deliveryId, deliveryStart, newStats, notifyDuplicate, prepareDelivery, report, runDelivery, tell } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -88,7 +88,7 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T, Options extends Na
   }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
   const read = optionReader('natsConsumeOnce()', options);
-  const { requeue } = validateAdapter(read);
+  const delivery = prepareDelivery(read, options);
   const idHeader = read.value('idHeader');
   if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
   const idOptions: NatsIdOptions = { idHeader, sequenceFallback: read.boolean('sequenceFallback', { default: false }) };
@@ -97,7 +97,7 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T, Options extends Na
   const stats = newStats();
   // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
   const run = handler as (message: Msg, tx: SqlExecutor | undefined) => Promise<T>;
-  return { stats, done: loop(messages, options, run, stats, idOptions, requeue, nakDelayMs) };
+  return { stats, done: loop(messages, delivery, run, stats, idOptions, nakDelayMs) };
 }
 
 /** A running JetStream consume-once loop. */
@@ -109,56 +109,55 @@ export interface NatsConsumer {
 
 async function loop<Msg extends NatsJsMessage, T>(
   messages: AsyncIterable<Msg>,
-  options: NatsConsumeOptions<Msg>,
+  delivery: Delivery<Msg>,
   handler: (message: Msg, tx: SqlExecutor | undefined) => Promise<T>,
   stats: ConsumeStats,
   idOptions: NatsIdOptions,
-  requeue: boolean,
   nakDelayMs: number,
 ): Promise<ConsumeStats> {
   const settle = (message: Msg, act: () => void) => {
     try {
       act();
     } catch (error) {
-      report(options, error, message);
+      report(delivery, error, message);
     }
   };
   for await (const message of messages) {
-    const startedAt = deliveryStart(options);
+    const startedAt = deliveryStart(delivery);
     let messageId: string;
     try {
       messageId = deliveryId(() => natsMessageId(message, idOptions));
     } catch (error) {
       stats.refused++;
-      report(options, error, message);
-      tell(options, 'refused', undefined, message, startedAt, error);
+      report(delivery, error, message);
+      tell(delivery, 'refused', undefined, message, startedAt, error);
       // No reason string: `+TERM <reason>` needs nats-server 2.10; a bare `+TERM` works everywhere.
       settle(message, () => message.term());
       continue;
     }
-    const outcome = await runDelivery(options, messageId, (tx) => handler(message, tx));
+    const outcome = await runDelivery(delivery, messageId, (tx) => handler(message, tx));
     switch (outcome.status) {
       case 'processed':
         stats.processed++;
-        tell(options, 'processed', messageId, message, startedAt);
+        tell(delivery, 'processed', messageId, message, startedAt);
         settle(message, () => message.ack());
         break;
       case 'duplicate':
         stats.duplicates++;
-        tell(options, 'duplicate', messageId, message, startedAt);
+        tell(delivery, 'duplicate', messageId, message, startedAt);
         settle(message, () => message.ack());
-        notifyDuplicate(options, messageId, message);
+        notifyDuplicate(delivery, messageId, message);
         break;
       case 'in_flight':
         stats.inFlight++;
-        tell(options, 'inFlight', messageId, message, startedAt);
+        tell(delivery, 'inFlight', messageId, message, startedAt);
         settle(message, () => message.nak(outcome.retryAfterMs));
         break;
       case 'failed':
         stats.failed++;
-        report(options, outcome.error, message);
-        tell(options, 'failed', messageId, message, startedAt, outcome.error);
-        settle(message, () => (requeue ? message.nak(nakDelayMs || undefined) : message.term()));
+        report(delivery, outcome.error, message);
+        tell(delivery, 'failed', messageId, message, startedAt, outcome.error);
+        settle(message, () => (delivery.requeue ? message.nak(nakDelayMs || undefined) : message.term()));
         break;
     }
   }

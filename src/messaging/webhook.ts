@@ -10,7 +10,7 @@ import { optionReader } from '../core/option-reader.js';
 import { readLimited } from '../core/bytes.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
 import type { StoreConsumeResult } from './consume.js';
-import { consumeOnce, consumerOption } from './consume.js';
+import { consumerOption, messageIdOption, sqlConsumer, storeConsumer } from './consume.js';
 import { InvalidMessageIdError, MissingMessageIdError, WebhookRawBodyError, WebhookVerificationError } from './errors.js';
 import { clockOption, executorOption, retentionOption, tableOption } from './table.js';
 import type { HeadersLike, VerifyOptions } from './webhook-verify.js';
@@ -97,22 +97,27 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
   const toleranceSec = toleranceOption(read.value('toleranceSec'));
   const clock: Clock = clockOption(read.value('clock'));
   const consumer = consumerOption(read.value('consumer'));
-  read.function('onEvent', { required: true, expected: 'a function (event, tx) => Promise' });
-  read.function('onError');
+  // The options are checked below to carry exactly one of db and store, so `tx` matches onEvent.
+  const onEvent = read.function('onEvent', { required: true, expected: 'a function (event, tx) => Promise' }) as (event: WebhookEvent, tx: SqlExecutor | undefined) => unknown;
+  // Bound, so one written as a method still sees the options object as `this`.
+  const onError = read.function('onError')?.bind(options);
   const maxBodyBytes = read.integer('maxBodyBytes', { default: 1024 * 1024 });
   const retentionMs = retentionOption(read.value('retentionMs'));
   if ((read.value('db') === undefined) === (read.value('store') === undefined)) read.fail('db', 'give exactly one of `db` or `store`');
   const db = options.db === undefined ? undefined : executorOption(options.db);
   if (options.store !== undefined && typeof options.store?.claim !== 'function') read.fail('store', 'expected an IdempotencyStore');
-  read.duration('leaseMs', { default: 60_000, min: 1 });
+  const leaseMs = read.duration('leaseMs', { default: 60_000, min: 1 });
   const retryAfterMs = read.duration('retryAfterMs', { default: 1_000, min: 1 });
   const table = tableOption(read.value('table'));
   const problemTypeBase = read.problemTypeBase('problemTypeBase');
   read.done();
+  // Prepared here, once: per event the receiver checks the id and runs.
+  const base = { consumer, retentionMs, clock };
+  const consume = db ? sqlConsumer(base, db, table) : storeConsumer(base, options.store!, leaseMs);
   const problem = problemAnswer(problemTypeBase);
   const report = (error: unknown) => {
     try {
-      options.onError?.(error);
+      onError?.(error);
     } catch {
       // logging only
     }
@@ -131,15 +136,10 @@ export function webhookReceiver(options: WebhookOptions): WebhookReceiver {
         return problem(401, 'webhook-unverified', 'Webhook could not be verified', error.message, { reason: error.reason });
       }
       const event = toEvent(verified.id, verified.timestamp, body);
-      // The options were checked above to carry exactly one of db and store, so `tx` matches onEvent.
-      const onEvent = options.onEvent as (event: WebhookEvent, tx: SqlExecutor | undefined) => unknown;
       const run = (tx: SqlExecutor | undefined) => Promise.resolve(onEvent(event, tx));
-      const messageId = verified.id;
       let result: StoreConsumeResult<unknown>;
       try {
-        result = db
-          ? await consumeOnce({ consumer, messageId, retentionMs, clock, db, table }, run)
-          : await consumeOnce({ consumer, messageId, retentionMs, clock, store: options.store!, leaseMs: options.leaseMs }, () => run(undefined));
+        result = await consume(messageIdOption(verified.id), run);
       } catch (error) {
         report(error);
         if (error instanceof MissingMessageIdError || error instanceof InvalidMessageIdError) {
