@@ -18,7 +18,8 @@ import { PhaseError } from '../../src/patterns/phase-errors.js';
 import type { PhaseHost } from '../../src/patterns/phases.js';
 import { STARTED, definePhases, foreignKeyFor } from '../../src/patterns/phases.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
-import type { SqliteDatabase, SqliteStore } from '../../src/stores/sqlite/index.js';
+import type { SqliteDatabase } from '../../src/drivers/sqlite.js';
+import type { SqliteStore } from '../../src/stores/sqlite/index.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { manualClock } from '../stores/manual-clock.js';
 

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/store.js';
 import { InvalidOptionError, StoreFullError } from '../../src/core/errors.js';
 import type { MemoryStore } from '../../src/stores/memory/index.js';
-import { DEFAULT_MEMORY_MAX_BYTES, memoryStore } from '../../src/stores/memory/index.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
+import { DEFAULT_MEMORY_MAX_BYTES } from '../../src/stores/memory/store.js';
 import { describeStoreContract } from './contract.js';
 import { manualClock } from './manual-clock.js';
 

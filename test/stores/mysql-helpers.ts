@@ -5,7 +5,8 @@
 import { createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Pool, PoolConnection } from 'mysql2/promise';
-import type { MysqlConnection, MysqlPool } from '../../src/stores/mysql/index.js';
+import type { MysqlPool } from '../../src/drivers/mysql.js';
+import type { MysqlConnection } from '../../src/stores/mysql/store.js';
 
 type Result = [unknown, unknown];
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../src/stores/postgres/index.js';
+import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../src/drivers/postgres.js';
 
 const run = promisify(execFile);
 

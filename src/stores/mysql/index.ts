@@ -1,5 +1,8 @@
-/** `idemkit/stores/mysql`: the store on mysql2/promise (store.ts; its statements in sql.ts, its pool in connections.ts, its admin in admin.ts). */
-export type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../../drivers/mysql.js';
+/**
+ * `idemkit/stores/mysql`: the store on mysql2/promise (store.ts; its statements in sql.ts, its
+ * pool in connections.ts, its admin in admin.ts). The pool it takes is structural
+ * (src/drivers/mysql.ts): the application passes its own.
+ */
 export { mysqlSchema } from './sql.js';
-export type { MysqlConnection, MysqlStore, MysqlStoreOptions } from './store.js';
+export type { MysqlStore, MysqlStoreOptions } from './store.js';
 export { mysqlStore } from './store.js';

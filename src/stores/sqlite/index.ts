@@ -1,4 +1,6 @@
-/** `idemkit/stores/sqlite`: the embedded store on better-sqlite3 (store.ts; its admin in admin.ts). */
-export type { SqliteDatabase, SqliteStatement } from '../../drivers/sqlite.js';
+/**
+ * `idemkit/stores/sqlite`: the embedded store on better-sqlite3 (store.ts; its admin in admin.ts).
+ * The database it takes is structural (src/drivers/sqlite.ts): the application passes its own.
+ */
 export type { SqliteStore, SqliteStoreOptions } from './store.js';
 export { sqliteStore } from './store.js';

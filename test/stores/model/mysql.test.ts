@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { createPool } from 'mysql2/promise';
 import { describe } from 'vitest';
-import type { MysqlPool } from '../../../src/stores/mysql/index.js';
+import type { MysqlPool } from '../../../src/drivers/mysql.js';
 import { mysqlStore } from '../../../src/stores/mysql/index.js';
 import { MARIADB, requireService } from '../../support/services.js';
 import { SetClock } from './harness.js';
