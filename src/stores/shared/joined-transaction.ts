@@ -4,7 +4,7 @@
  * fencing; the bridge only carries statements over the ORM's transaction, so the business writes
  * and the completion commit or roll back together, on the ORM's own connection.
  */
-import { InvalidOptionError } from '../../core/errors.js';
+import { InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../core/errors.js';
 import type { IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
 
 /** The database a store's statements are written for (its placeholders and its SQL). */
@@ -49,6 +49,22 @@ export function joinOf(store: IdempotencyStore, option: string, caller: string):
     throw new InvalidOptionError(option, `${caller} needs a SQL store of idemkit's (postgresStore, mysqlStore or sqliteStore) on the database the ORM talks to; got ${name}`);
   }
   return join;
+}
+
+/**
+ * One fenced write of a store, run through the outside transaction: a statement that fails is the
+ * store unavailable (`<store> store: <what> on <where> failed: …`), and anything but one row
+ * changed means the owner's token no longer holds the record.
+ */
+export async function joinedWrite(runner: StatementRunner, store: string, where: string, what: string, statement: string, values: readonly unknown[]): Promise<void> {
+  let changed: number;
+  try {
+    changed = await runner(statement, values);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new StoreUnavailableError(`${store} store: ${what} on ${where} failed: ${message}`, { cause: error });
+  }
+  if (changed !== 1) throw new LeaseLostError();
 }
 
 /** `$n` placeholders in order of appearance, as `?` with their values: for an API that binds `?` only (Knex). */
