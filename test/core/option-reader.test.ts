@@ -200,3 +200,237 @@ describe('where it is exported', () => {
     expect('optionReader' in root).toBe(false);
   });
 });
+
+/*
+ * The option kinds only stores, adapters and messaging read (their own suites need services), and
+ * the edges of the checks every factory relies on: pinned here so that the unit set reaches them.
+ */
+describe('read.driver: the driver object a store or integration is given', () => {
+  const pool = { query: () => {}, connect: () => {} };
+
+  it('answers the object itself, and marks the key as known', () => {
+    const read = reader({ pool });
+    expect(read.driver('pool', ['query', 'connect'], 'a Pool')).toBe(pool);
+    read.done();
+  });
+
+  it('accepts a function that has the methods (a class or a callable client)', () => {
+    const callable = Object.assign(() => {}, { query: () => {} });
+    expect(reader({ pool: callable }).driver('pool', ['query'], 'a Pool')).toBe(callable);
+  });
+
+  it('absent: undefined when optional, refused (saying what was expected) when not', () => {
+    expect(reader({}).driver('logger', ['warn'], 'a logger', { optional: true })).toBeUndefined();
+    const error = refusal(() => reader({}).driver('pool', ['query'], 'a node-postgres Pool'));
+    expect(error.option).toBe('pool');
+    expect(error.message).toBe('Invalid option `pool`: expected a node-postgres Pool');
+  });
+
+  it.each([['null', null], ['a string', 'postgres://db'], ['a number', 5], ['a boolean', true]])('refuses %s, even when optional', (_what, value) => {
+    expect(refusal(() => reader({ pool: value }).driver('pool', ['query'], 'a Pool')).message).toBe('Invalid option `pool`: expected a Pool');
+    expect(refusal(() => reader({ pool: value }).driver('pool', ['query'], 'a Pool', { optional: true })).option).toBe('pool');
+  });
+
+  it('names the first method the object lacks (a property that is not a function is lacking)', () => {
+    expect(refusal(() => reader({ pool: { query: () => {} } }).driver('pool', ['query', 'connect'], 'a Pool')).message).toBe(
+      'Invalid option `pool`: expected a Pool (this one has no `connect()` method)',
+    );
+    expect(refusal(() => reader({ pool: { query: 'SELECT 1', connect: 1 } }).driver('pool', ['query', 'connect'], 'a Pool')).message).toBe(
+      'Invalid option `pool`: expected a Pool (this one has no `query()` method)',
+    );
+  });
+
+  it('says why a look-alike is refused, with the value it was given, before looking at methods', () => {
+    const seen: unknown[] = [];
+    const refuse = (value: object) => {
+      seen.push(value);
+      return 'client' in value ? 'this is a Client, not a Pool' : undefined;
+    };
+    const client = { client: true };
+    expect(refusal(() => reader({ pool: client }).driver('pool', ['query'], 'a Pool', { refuse })).message).toBe(
+      'Invalid option `pool`: expected a Pool; this is a Client, not a Pool',
+    );
+    expect(reader({ pool }).driver('pool', ['query'], 'a Pool', { refuse })).toBe(pool);
+    expect(seen).toEqual([client, pool]);
+  });
+});
+
+describe('read.problemTypeBase', () => {
+  const base = (value: unknown) => reader({ problemTypeBase: value }).problemTypeBase('problemTypeBase');
+  const why = (value: unknown) => {
+    const error = refusal(() => base(value));
+    expect(error.option).toBe('problemTypeBase');
+    return error.message;
+  };
+
+  it('answers the default URN base when absent, and names the option by its path', () => {
+    expect(reader({}).problemTypeBase('problemTypeBase')).toBe('urn:idemkit:problem:');
+    const nested = optionReader<Options>('route()', { problemTypeBase: 5 }, { path: 'config', suffix: ' of /orders' });
+    expect(refusal(() => nested.problemTypeBase('problemTypeBase')).option).toBe('config.problemTypeBase of /orders');
+  });
+
+  it.each([
+    'https://docs.example.com/problems/',
+    'https://docs.example.com/problems#',
+    'HTTPS://docs.example.com/',
+    'a+b.c-d://host/',
+    'https://docs.example.com/a%20b/',
+    "https://docs.example.com/!$&'()*+,;=@~_.-/",
+    'urn:example:problem:',
+    'URN:Example:problem:',
+    'urn:ab:',
+    `urn:${'a'.repeat(32)}:`,
+    'urn:a-b:',
+    'tag:example.com,2026:problem:',
+    'tag:example.com,2026:problems/',
+  ])('accepts %s as given', (value) => {
+    expect(base(value)).toBe(value);
+  });
+
+  it.each([
+    ['a number', 5, 'got 5'],
+    ['an object', { href: 'https://x.example/' }, 'got {"href":"https://x.example/"}'],
+    ['a symbol', Symbol('base'), 'got Symbol(base)'],
+    ['a space', 'https://docs.example.com/my problems/', 'got "https://docs.example.com/my problems/"'],
+    ['a non-ASCII character', 'https://docs.example.com/é/', 'got'],
+    ['a relative reference', '/problems/', 'got "/problems/"'],
+    ['a scheme starting with a digit', '1http://x.example/', 'got'],
+    ['an empty scheme', '://x.example/', 'got'],
+    ['the empty string', '', 'got ""'],
+  ])('refuses %s as not an absolute URI', (_what, value, got) => {
+    const message = why(value);
+    expect(message).toMatch(/^Invalid option `problemTypeBase`: expected an absolute URI ending in `\/` or `#`/);
+    expect(message).toContain(got);
+    // Not one of the specific reasons below: the value is not a URI at all.
+    expect(message).not.toMatch(/; (a URN|the base|a `#`|it is not)/);
+  });
+
+  it.each([
+    ['https://docs.example.com/errors', 'the base must end in `/` or `#`'],
+    ['https://docs.example.com:', 'the base must end in `/` or `#`'],
+    ['https://docs.example.com/errors/?v=1/', 'the base has no query (`?`)'],
+    ['https://docs.example.com/?#', 'the base has no query (`?`)'],
+    ['https://docs.example.com/#errors/', 'a `#` may only end the base'],
+    ['https://docs.example.com/#a#', 'a `#` may only end the base'],
+    ['http://[/', 'it is not an absolute URI'],
+    ['urn:example:problem', 'a URN base ends in `:`'],
+    ['urn:example:problem/', 'a URN base ends in `:`'],
+    ['urn::problem:', 'a URN starts `urn:<namespace>:`'],
+    ['urn:a:problem:', 'a URN starts `urn:<namespace>:`'],
+    ['urn:-ab:problem:', 'a URN starts `urn:<namespace>:`'],
+    ['urn:ab-:problem:', 'a URN starts `urn:<namespace>:`'],
+    [`urn:${'a'.repeat(33)}:`, 'a URN starts `urn:<namespace>:`'],
+    ['urn:a_b:problem:', 'a URN starts `urn:<namespace>:`'],
+    ['urn:example:problem#:', 'a URN base has no `?` or `#`'],
+    ['urn:example:problem?:', 'a URN base has no `?` or `#`'],
+  ])('refuses %s: %s', (value, reason) => {
+    expect(why(value)).toContain(`; ${reason}, got ${JSON.stringify(value)}`);
+  });
+});
+
+describe('the checks at their edges', () => {
+  it('integer: min defaults to 0, max is inclusive, a default is only for an absent value', () => {
+    expect(reader({ n: 0 }).integer('n', {})).toBe(0);
+    expect(refusal(() => reader({ n: -1 }).integer('n', {})).message).toBe('Invalid option `n`: expected an integer >= 0, got -1');
+    expect(reader({ n: Number.MAX_SAFE_INTEGER }).integer('n', {})).toBe(Number.MAX_SAFE_INTEGER);
+    expect(refusal(() => reader({ n: 2 ** 53 }).integer('n', {})).option).toBe('n');
+    expect(reader({ n: 10 }).integer('n', { max: 10 })).toBe(10);
+    expect(reader({ n: 0 }).integer('n', { default: 7 })).toBe(0);
+  });
+
+  it('duration: its own min, `required`, and Infinity refused unless allowed', () => {
+    expect(refusal(() => reader({ d: 9 }).duration('d', { min: 10 })).message).toBe('Invalid option `d`: expected an integer >= 10, got 9');
+    expect(reader({ d: 10 }).duration('d', { min: 10 })).toBe(10);
+    expect(reader({}).duration('d', {})).toBeUndefined();
+    expect(reader({}).duration('d', { default: 5 })).toBe(5);
+    expect(refusal(() => reader({}).duration('d', { required: true, default: 5 })).message).toContain('got undefined');
+    expect(refusal(() => reader({ d: Infinity }).duration('d', { infinity: false })).message).toContain('got Infinity');
+    expect(refusal(() => reader({ d: -Infinity }).duration('d', { infinity: true })).message).toContain('got -Infinity');
+    expect(refusal(() => checkDuration('d', MAX_TIMER_MS + 1, {})).message).toBe(`Invalid option \`d\`: expected at most ${MAX_TIMER_MS} ms, got ${MAX_TIMER_MS + 1}`);
+  });
+
+  it('number: both bounds inclusive, either may be left out, `required` refuses absence', () => {
+    expect(reader({ f: 0 }).number('f', { min: 0, max: 1 })).toBe(0);
+    expect(reader({ f: 1 }).number('f', { min: 0, max: 1 })).toBe(1);
+    expect(reader({ f: -1e300 }).number('f', { max: 1 })).toBe(-1e300);
+    expect(reader({ f: 1e300 }).number('f', {})).toBe(1e300);
+    expect(refusal(() => reader({ f: -0.5 }).number('f', { min: 0, max: 1 })).message).toBe('Invalid option `f`: expected a number between 0 and 1, got -0.5');
+    expect(refusal(() => reader({ f: -Infinity }).number('f', {})).message).toBe('Invalid option `f`: expected a finite number >= -Infinity, got -Infinity');
+    expect(refusal(() => reader({}).number('f', { required: true, min: 0 })).message).toContain('got undefined');
+  });
+
+  it('boolean: `required` refuses absence; oneOf of a single value; function with a default and `required`', () => {
+    expect(refusal(() => reader({}).boolean('b', { required: true })).message).toBe('Invalid option `b`: expected a boolean, got undefined');
+    expect(reader({}).boolean('b', {})).toBeUndefined();
+    expect(refusal(() => reader({ o: 'b' }).oneOf('o', ['a'], {})).message).toBe('Invalid option `o`: expected \'a\', got "b"');
+    expect(refusal(() => reader({}).oneOf('o', ['a', 'b'], { required: true, default: 'a' })).message).toBe("Invalid option `o`: expected 'a' or 'b', got undefined");
+    expect(refusal(() => reader({}).function('fn', { required: true })).message).toBe('Invalid option `fn`: expected a function');
+    const given = () => 1;
+    expect(reader({ fn: given }).function('fn', { default: () => 2 })).toBe(given);
+  });
+
+  it('methods and header fall back when absent, and methods are upper-cased', () => {
+    expect([...reader({}).methods('m', ['post', 'Patch'])]).toEqual(['POST', 'PATCH']);
+    expect(reader({}).header('h', 'Idempotency-Key')).toBe('Idempotency-Key');
+    expect(refusal(() => reader({ m: 'POST' }).methods('m', [])).message).toBe('Invalid option `m`: expected an array of HTTP method names');
+    expect(refusal(() => reader({ h: 5 }).header('h', 'x')).message).toBe('Invalid option `h`: expected a header name');
+  });
+
+  it('name() and fail() name the option with its path and suffix; a non-object names it with the suffix too', () => {
+    const read = optionReader<Options>('route()', {}, { path: 'config.idempotency', suffix: ' of /orders' });
+    expect(read.name('leaseMs')).toBe('config.idempotency.leaseMs of /orders');
+    expect(refusal(() => read.fail('leaseMs', 'too long')).message).toBe('Invalid option `config.idempotency.leaseMs of /orders`: too long');
+    expect(reader({}).name('leaseMs')).toBe('leaseMs');
+    expect(refusal(() => optionReader('route()', 'x' as never, { path: 'config', suffix: ' of /orders' })).option).toBe('config of /orders');
+    expect(refusal(() => optionReader('route()', 'x' as never, { suffix: ' of /orders' })).option).toBe('options of /orders');
+  });
+
+  it('a nested reader keeps the suffix, and says its owner (the option, named in full) takes no options', () => {
+    const nested = optionReader<Options>('route()', { policy: { zzz: 1 } }, { suffix: ' of /orders' }).object('policy') as unknown as OptionReader<Options>;
+    expect(nested.name('minLength')).toBe('policy.minLength of /orders');
+    const error = refusal(() => nested.done());
+    expect(error.option).toBe('policy.zzz of /orders');
+    expect(error.message).toBe('Invalid option `policy.zzz of /orders`: unknown option; `policy of /orders` takes no options');
+  });
+
+  it("done(): a key read twice is listed once; Object.prototype's names are not aliases", () => {
+    const read = reader({ zzz: 1 });
+    read.integer('alpha', {});
+    read.integer('alpha', {});
+    expect(refusal(() => read.done()).message).toBe('Invalid option `zzz`: unknown option; thing() takes `alpha`');
+    const inherited = optionReader<Options>('thing()', { constructor: 1 }, { aliases: { retry: 'retries' } });
+    inherited.integer('retries', {});
+    expect(refusal(() => inherited.done()).message).toBe('Invalid option `constructor`: unknown option; thing() takes `retries`');
+  });
+});
+
+describe('closestName at its limits', () => {
+  it('allows 1 edit under 5 letters, 2 under 9, 3 from 9', () => {
+    expect(closestName('abxd', ['abcd'])).toBe('abcd');
+    expect(closestName('axyd', ['abcd'])).toBeUndefined();
+    expect(closestName('abxye', ['abcde'])).toBe('abcde');
+    expect(closestName('axyze', ['abcde'])).toBeUndefined();
+    expect(closestName('abxyzfgh', ['abcdefgh'])).toBeUndefined();
+    expect(closestName('abcxyzghi', ['abcdefghi'])).toBe('abcdefghi');
+    expect(closestName('abwxyzghi', ['abcdefghi'])).toBeUndefined();
+  });
+
+  it('counts a prefix of 3 or more letters as one edit, an exact fold as none, and keeps the first of equals', () => {
+    expect(closestName('le', ['leaseMs'])).toBeUndefined();
+    expect(closestName('lea', ['leaseMs'])).toBe('leaseMs');
+    // The exact fold beats a prefix met first.
+    expect(closestName('LEASE_MS', ['leaseMsMax', 'leaseMs'])).toBe('leaseMs');
+    // Two at one edit each: the first listed.
+    expect(closestName('leasMs', ['leaseMs', 'leasMss'])).toBe('leaseMs');
+    // A transposition is one edit, at any position.
+    expect(closestName('elaseMs', ['leaseMs'])).toBe('leaseMs');
+    expect(closestName('leaesMs', ['leaseMs'])).toBe('leaseMs');
+    expect(closestName('abdc', ['abcd'])).toBe('abcd');
+  });
+
+  it('finds the candidate whose edits are all at the end or all at the start', () => {
+    expect(closestName('windowMsxx', ['windowMs'])).toBe('windowMs');
+    expect(closestName('xxwindowMs', ['windowMs'])).toBe('windowMs');
+    expect(closestName('indowMs', ['windowMs'])).toBe('windowMs');
+  });
+});
