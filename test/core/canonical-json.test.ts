@@ -332,3 +332,130 @@ describe('canonicalJsonText', () => {
     expect(canonicalJsonText('{"\\udc00":1}')).toBe('{"\\udc00":1}');
   });
 });
+
+/**
+ * `canonicalJson` has three writers (JSON.stringify when the keys are in order already, a recursive
+ * walk, an iterative one for what neither takes: BigInt, NaN, depth past 1,000); whichever a value
+ * goes through, what JSON.stringify skips, nulls or calls `toJSON` on is treated as JSON.stringify
+ * treats it. Each value below is written in order (`{"a":…}`), out of order (`{"b":0,"a":…}`),
+ * beside a BigInt (`{"a":…,"z":1n}`) and 1,001 arrays deep.
+ */
+describe('canonicalJson writes what JSON.stringify treats specially alike by each of its writers', () => {
+  const fn = () => 1;
+  const symbol = Symbol('s');
+  const nested = (depth: number, inner: string) => '['.repeat(depth) + inner + ']'.repeat(depth);
+  const deep = (depth: number, value: unknown): unknown => {
+    let out = value;
+    for (let i = 0; i < depth; i++) out = [out];
+    return out;
+  };
+  it.each([
+    ['a function', fn, undefined],
+    ['a symbol', symbol, undefined],
+    ['undefined', undefined, undefined],
+    ['an array of them', [fn, symbol, undefined, 1], '[null,null,null,1]'],
+    ['an object of them', { c: fn, b: symbol, a: undefined, d: 1 }, '{"d":1}'],
+    ['a Date', new Date(0), '"1970-01-01T00:00:00.000Z"'],
+    ['a toJSON given its key', { toJSON: (key: string) => `key:${key}` }, '"key:a"'],
+    ['a toJSON in an array, given its index', [{ toJSON: (key: string) => `key:${key}` }], '["key:0"]'],
+    ['a toJSON that returns undefined', { toJSON: () => undefined }, undefined],
+    ['booleans and null', [true, false, null], '[true,false,null]'],
+    ['an object out of order inside an array', [{ y: 1, x: [{ q: 2, p: 3 }] }], '[{"x":[{"p":3,"q":2}],"y":1}]'],
+    ['-0 and large and small numbers', [-0, 1e21, 1e-7, 0.1], '[0,1e+21,1e-7,0.1]'],
+    ['an empty array and object', [[], {}], '[[],{}]'],
+  ])('%s', (_what, value, written) => {
+    const member = written === undefined ? '' : `"a":${written}`;
+    expect(canonicalJson({ a: value })).toBe(`{${member}}`);
+    expect(canonicalJson({ b: 0, a: value })).toBe(`{${member === '' ? '' : member + ','}"b":0}`);
+    expect(canonicalJson({ a: value, z: 1n })).toBe(`{${member === '' ? '' : member + ','}"z":1n}`);
+    expect(canonicalJson(deep(1001, { a: value }))).toBe(nested(1001, `{${member}}`));
+    // The value on its own: what JSON.stringify leaves out is written `undefined`.
+    expect(canonicalJson(value)).toBe(written === undefined ? 'undefined' : written.replace('key:a', 'key:'));
+  });
+
+  it('passes toJSON the key JSON.stringify passes: "" for the whole value, the member name, the index', () => {
+    const keyed = { toJSON: (key: string) => `key:${key}` };
+    expect(canonicalJson(keyed)).toBe(JSON.stringify(keyed));
+    expect(canonicalJson({ m: keyed, z: 1n })).toBe('{"m":"key:m","z":1n}');
+    expect(canonicalJson([1n, keyed])).toBe('[1n,"key:1"]');
+  });
+
+  it('calls a toJSON a BigInt is given (as some apps define BigInt.prototype.toJSON), as JSON.stringify does', () => {
+    const proto = BigInt.prototype as { toJSON?: () => string };
+    proto.toJSON = function (this: bigint) {
+      return `${this.toString()}`;
+    };
+    try {
+      expect(canonicalJson({ amount: 5n })).toBe(JSON.stringify({ amount: 5n }));
+      expect(canonicalJson({ amount: 5n })).toBe('{"amount":"5"}');
+    } finally {
+      delete proto.toJSON;
+    }
+    expect(canonicalJson({ amount: 5n })).toBe('{"amount":5n}');
+  });
+
+  it('writes a proxy that refuses to list its keys as empty, and a member whose read throws as absent', () => {
+    const refusing = new Proxy({ a: 1 }, {
+      ownKeys() {
+        throw new Error('no');
+      },
+    });
+    expect(canonicalJson({ p: refusing, z: 1n })).toBe('{"p":{},"z":1n}');
+    const noLength = new Proxy([1, 2], {
+      get(target, property) {
+        if (property === 'length') throw new Error('no');
+        return Reflect.get(target, property) as unknown;
+      },
+    });
+    expect(canonicalJson({ p: noLength, z: 1n })).toBe('{"p":[],"z":1n}');
+    const throwingItem = new Proxy([1, 2], {
+      get(target, property) {
+        if (property === '1') throw new Error('no');
+        return Reflect.get(target, property) as unknown;
+      },
+    });
+    expect(canonicalJson([throwingItem, 1n])).toBe('[[1,null],1n]');
+  });
+
+  it('writes a cycle as `!cycle` wherever it closes, and an object met twice on different paths twice', () => {
+    const loop: unknown[] = [1];
+    loop.push(loop);
+    expect(canonicalJson(loop)).toBe('[1,!cycle]');
+    const shared = { x: 1n };
+    expect(canonicalJson([shared, [shared]])).toBe('[{"x":1n},[{"x":1n}]]');
+  });
+
+  it('sorts keys by UTF-16 code units in each writer, including keys past the BMP and a numeric-looking one', () => {
+    const value = { '\ufb33': 1, '\ud83d\ude00': 2, b: 3, '10': 4, a: 5 };
+    const sorted = '{"10":4,"a":5,"b":3,"\ud83d\ude00":2,"\ufb33":1}';
+    expect(canonicalJson(value)).toBe(sorted);
+    expect(canonicalJson({ ...value, '\uffff': 1n })).toBe(sorted.slice(0, -1) + ',"\uffff":1n}');
+    expect(canonicalJson(deep(1001, value))).toBe(nested(1001, sorted));
+  });
+});
+
+describe('parseJsonExact', () => {
+  it('keeps numbers as their canonical text, literals as values, and a __proto__ key as a member', () => {
+    const parsed = parseJsonExact('{"__proto__":{"x":1},"n":1.50,"t":true,"f":false,"z":null,"s":"\\u00e9","a":[],"o":{}}')!.value as Record<string, unknown>;
+    expect(Object.getPrototypeOf(parsed)).toBeNull();
+    expect(Object.keys(parsed)).toEqual(['__proto__', 'n', 't', 'f', 'z', 's', 'a', 'o']);
+    expect(canonicalJson(parsed)).toBe('{"__proto__":{"x":1},"a":[],"f":false,"n":1.5,"o":{},"s":"é","t":true,"z":null}');
+    expect(parsed.t).toBe(true);
+    expect(parsed.f).toBe(false);
+    expect(parsed.z).toBeNull();
+    expect(parsed.s).toBe('é');
+    expect(parsed.a).toEqual([]);
+    expect(Object.getPrototypeOf(parsed.o)).toBeNull();
+    expect((parsed.n as { text: string }).text).toBe('1.5');
+  });
+
+  it.each(['', '[1,]', '{"a":1,}', '{"a" 1}', '[1 2]', '{"a":1}x', '{', '[', '{1:2}', '{"a":1,2:3}', '[1]]', '{"a":[1}', '{"a":1]'])('answers undefined for %j', (text) => {
+    expect(parseJsonExact(text)).toBeUndefined();
+  });
+
+  it('parseJsonKeepingDigits answers undefined for text that is not JSON, on both of its paths', () => {
+    expect(parseJsonKeepingDigits('{"a":')).toBeUndefined();
+    expect(parseJsonKeepingDigits('{"a":12345678901234567890')).toBeUndefined();
+    expect(parseJsonKeepingDigits('{"a":1}', { value: { a: 2 } })).toEqual({ value: { a: 2 } });
+  });
+});
