@@ -1,10 +1,12 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { ContextFor, RequestReader } from '../core/engine.js';
+import type { ContextFor, EngineOverrides, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
 import type { IdempotencyStore } from '../core/store.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import { MountedTwiceError } from '../core/errors.js';
 import type { IdempotencyOptions } from '../core/options.js';
+import type { RouteNaming } from '../core/route-options.js';
+import { readRouteOverrides, routeEngine } from '../core/route-options.js';
 import type { ExpressBody } from './express-body.js';
 import { requestBody } from './express-body.js';
 import { attach, captureResponse, isCaptured } from './express-capture.js';
@@ -39,7 +41,13 @@ const reader: RequestReader<Request, ExpressBody> = {
   readBody: requestBody,
 };
 
-/** The middleware, with a typed reader of the context it gives each request. */
+/**
+ * A route's own settings, given to `middleware.route(…)`: the options that change how one request
+ * is claimed and answered, each overriding the middleware's. Checked when `route` is called.
+ */
+export type IdempotencyRouteOptions = EngineOverrides<Request>;
+
+/** The middleware, with a typed reader of the context it gives each request and per-route copies. */
 export interface IdempotencyMiddleware<Context> {
   (req: Request, res: Response, next: NextFunction): void;
   /**
@@ -47,7 +55,17 @@ export interface IdempotencyMiddleware<Context> {
    * through), with `tx` typed by the store and `transactional` option the middleware was given.
    */
   context(req: Request): Context | undefined;
+  /**
+   * The same middleware for one route with its own `overrides` (lease, in-flight policy, scope,
+   * required…), to list on that route: `app.post('/exports', idem.route({ leaseMs: 120_000 }), handler)`.
+   * Checked now, naming the option. Mount one or the other on a request, not both: a request two
+   * of them see is refused (`MountedTwiceError`).
+   */
+  route(overrides?: IdempotencyRouteOptions): IdempotencyMiddleware<Context>;
 }
+
+/** How `route(…)`'s options are named in errors; the middleware-wide ones are refused there. */
+const ROUTE: RouteNaming = { path: 'route()', mount: 'the middleware', mountHint: 'give it to idempotency(…)' };
 
 /**
  * Express middleware (Express 4 and 5) applying the Idempotency-Key decision matrix. Mount it after
@@ -56,7 +74,10 @@ export interface IdempotencyMiddleware<Context> {
 export function idempotency<Store extends IdempotencyStore, Transactional extends boolean = false>(
   options: IdempotencyOptions<Request, Store, Transactional>,
 ): IdempotencyMiddleware<ContextFor<Store, Transactional>> {
-  const engine = new IdempotencyEngine<Request>(options);
+  return middlewareFor<ContextFor<Store, Transactional>>(new IdempotencyEngine<Request>(options));
+}
+
+function middlewareFor<Context>(engine: IdempotencyEngine<Request>): IdempotencyMiddleware<Context> {
 
   async function decideAndRun(req: Request, res: Response, next: NextFunction): Promise<void> {
     const decision = await engine.decide(req, reader);
@@ -83,13 +104,19 @@ export function idempotency<Store extends IdempotencyStore, Transactional extend
     if (engine.passesAtOnce(req, reader)) return next();
     if (isCaptured(res)) {
       // Two of these on one request (app-level and route-level, say) would claim twice.
-      return next(new MountedTwiceError(`idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one`));
+      return next(new MountedTwiceError(`idemkit: two idempotency middlewares handle ${req.method} ${req.originalUrl}; mount one (give a route its own options with middleware.route(…))`));
     }
     // Express 4 ignores a middleware's promise, so a rejection must reach `next` by hand.
     decideAndRun(req, res, next).catch(next);
   }
 
+  // Derived once, when `route(…)` is called, so that no request pays for the route's options.
+  function route(overrides?: IdempotencyRouteOptions): IdempotencyMiddleware<Context> {
+    return middlewareFor<Context>(routeEngine(engine, readRouteOverrides(overrides, ROUTE), ROUTE));
+  }
+
   return Object.assign(idempotencyMiddleware, {
-    context: (req: Request) => req.idempotency as ContextFor<Store, Transactional> | undefined,
+    context: (req: Request) => req.idempotency as Context | undefined,
+    route,
   });
 }

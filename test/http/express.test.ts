@@ -13,6 +13,7 @@ import { listenServer } from './apps/listen.js';
 import { until } from '../support/until.js';
 import type { HarnessOptions, TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
+import { describePerRoute } from './per-route.js';
 import { twoOnOneConnection } from './wire.js';
 
 interface Answer {
@@ -794,3 +795,27 @@ describe.each(EXPRESS_VERSIONS)('problemErrorHandler (%s): errors answer problem
 
 describeMatrix('express', createExpressApp);
 describeMatrix('express4', createExpress4App);
+
+for (const [name, lib] of EXPRESS_VERSIONS) {
+  describePerRoute(name, {
+    middleware: (options) => idempotency(options),
+    serve: async (store, state) => {
+      const app = lib();
+      const idem = idempotency({ store, scope: (req) => req.get('authorization') ?? '' });
+      const ok = (_req: express.Request, res: express.Response, next: express.NextFunction) => {
+        state.run().then(() => res.status(201).json({ run: randomUUID() }), next);
+      };
+      app.post('/strict', idem, ok);
+      app.post('/conflict', idem, ok);
+      app.post('/optional', idem.route({ required: false }), ok);
+      app.post('/shared', idem.route({ scope: () => 'one-scope-for-all' }), ok);
+      app.post('/wait', idem.route({ inFlight: 'wait', waitTimeoutMs: 60_000 }), ok);
+      app.post('/twice', idem, idem.route({ leaseMs: 5_000 }), ok);
+      app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        state.errors.push(error);
+        res.status(500).json({ error: 'failed' });
+      });
+      return listenServer(createServer(app));
+    },
+  });
+}
