@@ -1,5 +1,5 @@
 /**
- * The store contract (src/kit/store-contract.ts, shipped as `idemkit/kit`), run with vitest: every
+ * The store contract (src/kit/contract/, shipped as `idemkit/kit`), run with vitest: every
  * IdempotencyStore backend runs this suite unchanged.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
