@@ -1,6 +1,7 @@
-// The driver shapes sqlExecutor accepts are structural: an application passes its own pool or client.
+// SqlDatabase and RedisClientLike are the unions of driver shapes the guards accept (structural:
+// an application passes its own pool or client), for code that takes one of them through.
 export { sqlExecutor } from './sql.js';
-export type { SqlDialect, SqlExecutor, SqlExecutorOptions, SqlResult } from './sql.js';
+export type { SqlDatabase, SqlDialect, SqlExecutor, SqlExecutorOptions, SqlResult } from './sql.js';
 export { insertOnce } from './insert-once.js';
 export type { InsertOnceOptions } from './insert-once.js';
 export { stateMachine, transition } from './state-machine.js';
@@ -10,6 +11,7 @@ export type { RetryOnVersionConflictOptions, VersionedUpdateOptions } from './ve
 export { oneTimeTokens } from './tokens.js';
 export type { OneTimeTokens, OneTimeTokensOptions } from './tokens.js';
 export { redisLock } from './lock.js';
+export type { RedisClientLike } from './redis.js';
 export type { Lease, RedisLock, RedisLockOptions } from './lock.js';
 export { IllegalTransitionError, InvalidStateMachineError, ResultNotKeptError, RowVanishedError, UnknownStateError, VersionConflictError } from './errors.js';
 export { idempotent } from './idempotent.js';
