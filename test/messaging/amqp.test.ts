@@ -9,8 +9,8 @@ import type { AmqpConsumer } from '../../src/messaging/index.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import { STORE_CLIENT_OPTIONS } from '../support/redis-servers.js';
 import { POSTGRES, RABBITMQ, REDIS, requireService } from '../support/services.js';
-import type { TestDatabase } from './databases.js';
-import { postgresDatabase, sqliteDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { postgresDatabase, sqliteDatabase } from '../support/databases.js';
 
 const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
 const hasRedis = await requireService(REDIS);

@@ -3,8 +3,8 @@ import { InvalidOptionError } from '../../src/core/errors.js';
 import { consumeOnce, migrateProcessed, reapProcessed, MissingMessageIdError, InvalidMessageIdError } from '../../src/messaging/index.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
-import type { TestDatabase } from './databases.js';
-import { mysqlDatabase, postgresDatabase, sqliteDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { mysqlDatabase, postgresDatabase, sqliteDatabase } from '../support/databases.js';
 
 const hasPg = await requireService(POSTGRES);
 const hasMaria = await requireService(MARIADB);

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateProcessed, MissingMessageIdError, natsConsumeOnce, natsMessageId, natsPublishOnce } from '../../src/messaging/index.js';
 import type { NatsJsMessage } from '../../src/messaging/nats.js';
 import { NATS, POSTGRES, requireService } from '../support/services.js';
-import type { TestDatabase } from './databases.js';
-import { postgresDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { postgresDatabase } from '../support/databases.js';
 import { LONG_WINDOW_MS, narrowWindow, publishWithRetry } from './nats-window.js';
 
 const available = (await requireService(NATS)) && (await requireService(POSTGRES));

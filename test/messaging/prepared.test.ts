@@ -15,7 +15,7 @@ import { natsConsumeOnce } from '../../src/messaging/nats.js';
 import { migrateProcessed } from '../../src/messaging/table.js';
 import { signWebhook } from '../../src/messaging/webhook-verify.js';
 import { webhookReceiver } from '../../src/messaging/webhook.js';
-import { sqliteDatabase } from './databases.js';
+import { sqliteDatabase } from '../support/databases.js';
 
 /** `target` behind a proxy that counts every property read by name (symbols, e.g. brands, are not counted). */
 function counted<T extends object>(target: T): { value: T; reads: () => number; names: string[] } {

@@ -9,8 +9,8 @@ import amqp from 'amqplib';
 import type { Channel, ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, RABBITMQ, requireService } from '../support/services.js';
-import type { TestDatabase } from './databases.js';
-import { postgresDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { postgresDatabase } from '../support/databases.js';
 import type { ConsumerProcess } from './proof-support.js';
 import { CRASHES, createProofTables, killAll, plan, startConsumer, until } from './proof-support.js';
 

@@ -4,7 +4,7 @@ import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ConsumeStats } from '../../src/messaging/delivery.js';
 import { migrateProcessed } from '../../src/messaging/index.js';
-import type { TestDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
 
 const script = join(import.meta.dirname, 'proof-consumer.ts');
 const live = new Set<ChildProcess>();

@@ -15,8 +15,8 @@ import type { WebhookEvent, WebhookOptions } from '../../src/messaging/index.js'
 import type { FastifyLikeInstance, WebhookCommonOptions } from '../../src/messaging/webhook.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import type { TestDatabase } from './databases.js';
-import { sqliteDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { sqliteDatabase } from '../support/databases.js';
 
 const express4 = untypedExpress4 as typeof express;
 const secret = 'whsec_' + randomBytes(24).toString('base64');

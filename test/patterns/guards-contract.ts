@@ -8,7 +8,7 @@ import { IllegalTransitionError, UnknownStateError, VersionConflictError } from 
 import { insertOnce } from '../../src/patterns/insert-once.js';
 import { stateMachine, transition } from '../../src/patterns/state-machine.js';
 import { retryOnVersionConflict, versionedUpdate } from '../../src/patterns/versioned.js';
-import type { TestDatabase } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
 
 const RACERS = 60;
 

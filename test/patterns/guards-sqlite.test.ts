@@ -1,4 +1,4 @@
-import { sqliteDatabase } from './databases.js';
+import { sqliteDatabase } from '../support/databases.js';
 import { describeGuards } from './guards-contract.js';
 
 describeGuards('SQLite', true, sqliteDatabase);

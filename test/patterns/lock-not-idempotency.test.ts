@@ -10,8 +10,8 @@ import { redisLock } from '../../src/patterns/lock.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { stateMachine, transition } from '../../src/patterns/state-machine.js';
 import { REDIS, requireService } from '../support/services.js';
-import { sqliteDatabase } from './databases.js';
-import type { TestDatabase } from './databases.js';
+import { sqliteDatabase } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
 
 const available = await requireService(REDIS);
 const PREFIX = `idemkit:test:late:${process.pid}:${randomBytes(4).toString('hex')}:`;

@@ -9,8 +9,8 @@ import { sqlExecutor, toPgPlaceholders } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import { MARIADB, POSTGRES, requireService } from '../support/services.js';
-import type { TestDatabase } from './databases.js';
-import { mysqlDatabase, postgresDatabase, sqliteDatabase, sqliteFile } from './databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { mysqlDatabase, postgresDatabase, sqliteDatabase, sqliteWalFile } from '../support/databases.js';
 
 describe('toPgPlaceholders', () => {
   it('numbers ? outside literals, quoted names and comments', () => {
@@ -26,7 +26,7 @@ describe('sqlExecutor options', () => {
     expect(() => sqlExecutor(null as never)).toThrow(/`db`/);
     const fakePgPool = { query: async () => ({ rows: [], rowCount: 0 }), connect: async () => ({}), totalCount: 0 };
     expect(() => sqlExecutor(fakePgPool as never, { joined: true })).toThrow(/`joined`/);
-    const { db, cleanup } = sqliteFile();
+    const { db, cleanup } = sqliteWalFile();
     expect(() => sqlExecutor(db, { joined: 'yes' as never })).toThrow(/`joined`/);
     expect(() => sqlExecutor(db, { join: true } as never)).toThrow(/`join`/);
     cleanup();
@@ -163,7 +163,7 @@ describe.skipIf(!pgUp)('a PostgreSQL client: statements wait for the transaction
 
 describe('any SqlExecutor-shaped object is used as it is', () => {
   it('a counting wrapper sees every statement a guard sends, and none for a refused transition', async () => {
-    const { db, cleanup } = sqliteFile();
+    const { db, cleanup } = sqliteWalFile();
     try {
       const inner = sqlExecutor(db);
       const sent: string[] = [];
@@ -188,7 +188,7 @@ describe('any SqlExecutor-shaped object is used as it is', () => {
 
 describe('joined to a store transaction (transactional mode)', () => {
   it("SQLite: a guard on the store transaction's tx commits and rolls back with the completion", async () => {
-    const { db, cleanup } = sqliteFile();
+    const { db, cleanup } = sqliteWalFile();
     try {
       const store = sqliteStore({ database: db });
       db.exec('CREATE TABLE p (k TEXT PRIMARY KEY, v INT)');
@@ -211,7 +211,7 @@ describe('joined to a store transaction (transactional mode)', () => {
 
 describe('SQLite: the store and executors share one gate per Database', () => {
   it('a statement from another executor waits for an open transaction instead of joining it', async () => {
-    const { db, cleanup } = sqliteFile();
+    const { db, cleanup } = sqliteWalFile();
     try {
       const a = sqlExecutor(db);
       const b = sqlExecutor(db);
@@ -241,7 +241,7 @@ describe('SQLite: the store and executors share one gate per Database', () => {
   });
 
   it("the store's claim waits for an executor's transaction, and an executor waits for the store's", async () => {
-    const { db, cleanup } = sqliteFile();
+    const { db, cleanup } = sqliteWalFile();
     try {
       const store = sqliteStore({ database: db });
       const exec = sqlExecutor(db);

@@ -2,9 +2,9 @@ import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { sqliteFile } from './databases.js';
+import { sqliteWalFile } from '../support/databases.js';
 
-const { db, file, cleanup } = sqliteFile();
+const { db, file, cleanup } = sqliteWalFile();
 const children: ChildProcess[] = [];
 afterAll(() => {
   for (const child of children) if (child.exitCode === null) process.kill(child.pid!, 'SIGKILL');

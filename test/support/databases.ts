@@ -1,17 +1,15 @@
 /**
- * The three SQL databases the guards run on, each as a factory the shared suites call: a fresh
- * executor, a unique-table namer, and a cleanup that drops what the suite created.
+ * The three SQL databases the guard and messaging suites run on, each as a factory the shared suites
+ * call: a fresh executor, a unique-table namer, and a cleanup that drops what the suite created.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { createPool } from 'mysql2/promise';
-import pg from 'pg';
 import { sqlExecutor } from '../../src/patterns/sql.js';
 import type { SqlExecutor } from '../../src/patterns/sql.js';
-import { MARIADB, POSTGRES } from '../support/services.js';
+import { createPool } from 'mysql2/promise';
+import pg from 'pg';
+import { MARIADB, POSTGRES } from './services.js';
+import { sqliteFile } from './sqlite-file.js';
+import type { SqliteFile } from './sqlite-file.js';
 
 export interface TestDatabase {
   readonly db: SqlExecutor;
@@ -28,7 +26,7 @@ function namer(drop: (t: string) => Promise<unknown>) {
   const tables: string[] = [];
   return {
     table: (tag: string) => {
-      const name = `idem_pat_${tag}_${run}`;
+      const name = `idem_db_${tag}_${run}`;
       tables.push(name);
       return name;
     },
@@ -67,17 +65,17 @@ export function mysqlDatabase(): TestDatabase {
   };
 }
 
-export function sqliteFile(): { db: Database.Database; file: string; cleanup: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'idemkit-patterns-'));
-  const file = join(dir, 'patterns.db');
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.pragma('busy_timeout = 5000');
-  return { db, file, cleanup: () => { db.close(); rmSync(dir, { recursive: true, force: true }); } };
+/** A SQLite file in WAL mode whose writers wait for each other rather than fail at once with SQLITE_BUSY. */
+export function sqliteWalFile(): SqliteFile {
+  const file = sqliteFile('databases.db');
+  file.db.pragma('journal_mode = WAL');
+  file.db.pragma('busy_timeout = 5000');
+  return file;
 }
 
 export function sqliteDatabase(): TestDatabase {
-  const { db, cleanup } = sqliteFile();
+  const { db, cleanup } = sqliteWalFile();
+  // One file per database: close() deletes it, tables and all.
   const names = namer(async () => undefined);
   return {
     db: sqlExecutor(db),
