@@ -41,5 +41,5 @@ export { optionReader, OptionReader, checkInteger, checkDuration, checkNumber, c
 export type { ReaderSettings } from '../core/option-reader.js';
 
 // ─── Stores: the contract suite, run with the caller's test framework ─────────────────────────
-export { describeStoreContract } from './store-contract.js';
-export type { ContractContext, ContractTestApi } from './store-contract.js';
+export { describeStoreContract } from './contract/index.js';
+export type { ContractContext, ContractTestApi } from './contract/index.js';

@@ -5,10 +5,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { InvalidRecordRefError } from '../../core/errors.js';
-import type { IdempotencyStore, RecordRef } from '../../core/store.js';
+import type { RecordRef } from '../../core/store.js';
 import { hasAdmin, isTransactionalStore } from '../../core/store.js';
-import type { ContractContext, ContractSuite, ContractTestContext } from './context.js';
-import { LEASE, LIVE, SHORT_LEASE, acquirer, ref, response } from './context.js';
+import type { ContractSuite, ContractTestContext } from './context.js';
+import { LEASE, LIVE, SHORT_LEASE, ref, response } from './context.js';
 
 export function claimSection(suite: ContractSuite): void {
   claimCases(suite);
@@ -18,17 +18,11 @@ export function claimSection(suite: ContractSuite): void {
 /** Who gets the key, what the others are answered, and when the record was claimed and written. */
 function claimCases(suite: ContractSuite): void {
   const { it, expect } = suite.test;
-  let ctx: ContractContext;
-  let store: IdempotencyStore;
-  suite.ready((made) => {
-    ctx = made;
-    store = made.store;
-  });
-  const acquire = acquirer(() => store);
+  const { acquire } = suite;
 
   it('gives exactly one winner among 200 concurrent claims of one key', async () => {
     const r = ref();
-    const claims = await Promise.all(Array.from({ length: 200 }, () => store.claim(r, 'fp-1', LIVE)));
+    const claims = await Promise.all(Array.from({ length: 200 }, () => suite.store.claim(r, 'fp-1', LIVE)));
     expect(claims.filter((c) => c.kind === 'acquired')).toHaveLength(1);
     expect(claims.filter((c) => c.kind === 'in_flight')).toHaveLength(199);
     for (const c of claims) if (c.kind === 'in_flight') expect(c.retryAfterMs).toBeGreaterThan(0);
@@ -45,8 +39,8 @@ function claimCases(suite: ContractSuite): void {
   it('replays the completed response', async () => {
     const r = ref();
     const { token } = await acquire(r);
-    await store.complete(r, token, response('{"id":1}'));
-    const again = await store.claim(r, 'fp-1', LIVE);
+    await suite.store.complete(r, token, response('{"id":1}'));
+    const again = await suite.store.claim(r, 'fp-1', LIVE);
     expect(again.kind).toBe('completed');
     if (again.kind !== 'completed') return;
     expect(again.response.status).toBe(201);
@@ -61,13 +55,13 @@ function claimCases(suite: ContractSuite): void {
   it('answers mismatch to another fingerprint and leaves the record untouched', async () => {
     const r = ref();
     const { token } = await acquire(r, 'fp-1');
-    expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
-    const inFlight = await store.get(r);
+    expect((await suite.store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+    const inFlight = await suite.store.get(r);
     expect(inFlight).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1' });
-    await store.complete(r, token, response('original'));
-    const before = await store.get(r);
-    expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
-    const after = await store.get(r);
+    await suite.store.complete(r, token, response('original'));
+    const before = await suite.store.get(r);
+    expect((await suite.store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+    const after = await suite.store.get(r);
     expect(after).toEqual(before);
     expect(new TextDecoder().decode(after!.response!.body!)).toBe('original');
   });
@@ -75,9 +69,9 @@ function claimCases(suite: ContractSuite): void {
   it('makes the key reusable after release', async () => {
     const r = ref();
     const { token } = await acquire(r, 'fp-1');
-    await store.release(r, token);
-    expect(await store.get(r)).toBeUndefined();
-    const again = await store.claim(r, 'fp-2', LIVE);
+    await suite.store.release(r, token);
+    expect(await suite.store.get(r)).toBeUndefined();
+    const again = await suite.store.claim(r, 'fp-2', LIVE);
     expect(again).toMatchObject({ kind: 'acquired', takeover: false });
   });
 
@@ -87,11 +81,11 @@ function claimCases(suite: ContractSuite): void {
   // has `admin`, each time is also bounded by readings of the store's clock taken around the
   // write (`now` of `inspect`, or of `stats` before the record exists).
   it('get: a claim sets createdAt and updatedAt on the store clock; renewal, checkpoint, take-over and completion move updatedAt; createdAt stays', async (...context: [ContractTestContext?]) => {
-    const admin = hasAdmin(store) ? store.admin : undefined;
+    const admin = hasAdmin(suite.store) ? suite.store.admin : undefined;
     const r = ref();
     const reading = async () => (admin === undefined ? undefined : ((await admin.inspect(r)) ?? (await admin.stats())).now);
     const times = async () => {
-      const got = await store.get(r);
+      const got = await suite.store.get(r);
       expect(got).not.toBeUndefined();
       return { createdAt: got!.createdAt, updatedAt: got!.updatedAt };
     };
@@ -119,35 +113,35 @@ function claimCases(suite: ContractSuite): void {
     const claimed = await known(before, after);
     expect(claimed.updatedAt).toBe(claimed.createdAt);
 
-    await ctx.advance(5);
-    const renewed = await written(() => store.renew(r, first.token, SHORT_LEASE.leaseMs));
+    await suite.advance(5);
+    const renewed = await written(() => suite.store.renew(r, first.token, SHORT_LEASE.leaseMs));
     expect(renewed.createdAt).toBe(claimed.createdAt);
     expect(renewed.updatedAt).toBeGreaterThan(claimed.updatedAt);
 
-    await ctx.advance(5);
-    const checkpointed = await written(() => store.checkpoint(r, first.token, 'charged', { id: 1 }));
+    await suite.advance(5);
+    const checkpointed = await written(() => suite.store.checkpoint(r, first.token, 'charged', { id: 1 }));
     expect(checkpointed.createdAt).toBe(claimed.createdAt);
     expect(checkpointed.updatedAt).toBeGreaterThan(renewed.updatedAt);
     // Reads and refused writes change nothing.
-    await ctx.advance(5);
-    expect((await store.claim(r, 'fp-1', SHORT_LEASE)).kind).toBe('in_flight');
-    expect((await store.claim(r, 'fp-2', SHORT_LEASE)).kind).toBe('mismatch');
-    expect(await store.renew(r, 'f'.repeat(32), SHORT_LEASE.leaseMs)).toBe(false);
+    await suite.advance(5);
+    expect((await suite.store.claim(r, 'fp-1', SHORT_LEASE)).kind).toBe('in_flight');
+    expect((await suite.store.claim(r, 'fp-2', SHORT_LEASE)).kind).toBe('mismatch');
+    expect(await suite.store.renew(r, 'f'.repeat(32), SHORT_LEASE.leaseMs)).toBe(false);
     expect(await times()).toEqual(checkpointed);
 
-    await ctx.advance(LEASE + 50);
+    await suite.advance(LEASE + 50);
     let second: Awaited<ReturnType<typeof acquire>> | undefined;
     const takenOver = await written(async () => (second = await acquire(r, 'fp-1', LIVE)));
     expect(second!.takeover).toBe(true);
     expect(takenOver.createdAt).toBe(claimed.createdAt);
     expect(takenOver.updatedAt).toBeGreaterThan(checkpointed.updatedAt);
 
-    await ctx.advance(5);
-    const completed = await written(() => store.complete(r, second!.token, response('{"id":1}')));
+    await suite.advance(5);
+    const completed = await written(() => suite.store.complete(r, second!.token, response('{"id":1}')));
     expect(completed.createdAt).toBe(claimed.createdAt);
     expect(completed.updatedAt).toBeGreaterThan(takenOver.updatedAt);
-    await ctx.advance(5);
-    expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
+    await suite.advance(5);
+    expect((await suite.store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
     expect(await times()).toEqual(completed);
   });
 }
@@ -155,11 +149,7 @@ function claimCases(suite: ContractSuite): void {
 /** Scopes, keys and bodies: refused when a lossy encoding would change them, otherwise kept byte for byte. */
 function recordCases(suite: ContractSuite): void {
   const { it, expect } = suite.test;
-  let store: IdempotencyStore;
-  suite.ready((made) => {
-    store = made.store;
-  });
-  const acquire = acquirer(() => store);
+  const { acquire } = suite;
 
   it('keeps two scopes with the same key independent', async () => {
     const key = `key-${randomUUID()}`;
@@ -167,11 +157,11 @@ function recordCases(suite: ContractSuite): void {
     const b = { scope: `b-${randomUUID()}`, key };
     const ca = await acquire(a, 'fp-a');
     const cb = await acquire(b, 'fp-b');
-    await store.complete(a, ca.token, response('for a'));
-    expect((await store.claim(b, 'fp-b', LIVE)).kind).toBe('in_flight');
-    await store.complete(b, cb.token, response('for b'));
-    const ra = await store.claim(a, 'fp-a', LIVE);
-    const rb = await store.claim(b, 'fp-b', LIVE);
+    await suite.store.complete(a, ca.token, response('for a'));
+    expect((await suite.store.claim(b, 'fp-b', LIVE)).kind).toBe('in_flight');
+    await suite.store.complete(b, cb.token, response('for b'));
+    const ra = await suite.store.claim(a, 'fp-a', LIVE);
+    const rb = await suite.store.claim(b, 'fp-b', LIVE);
     expect(ra.kind === 'completed' && new TextDecoder().decode(ra.response.body!)).toBe('for a');
     expect(rb.kind === 'completed' && new TextDecoder().decode(rb.response.body!)).toBe('for b');
   });
@@ -200,15 +190,15 @@ function recordCases(suite: ContractSuite): void {
           expect(error).toMatchObject({ code: 'ERR_IDEMKIT_INVALID_REF', field });
           expect((error as Error).message).toMatch(new RegExp(`${field}.*surrogate`));
         };
-        await refused(store.claim(bad, 'fp-1', LIVE));
-        await refused(store.renew(bad, token, LEASE));
-        await refused(store.renew(bad, token, 0));
-        await refused(store.checkpoint(bad, token, 'x'));
-        await refused(store.complete(bad, token, response('x')));
-        await refused(store.release(bad, token));
-        await refused(store.get(bad));
-        if (isTransactionalStore(store)) {
-          const tx = await store.beginTransaction();
+        await refused(suite.store.claim(bad, 'fp-1', LIVE));
+        await refused(suite.store.renew(bad, token, LEASE));
+        await refused(suite.store.renew(bad, token, 0));
+        await refused(suite.store.checkpoint(bad, token, 'x'));
+        await refused(suite.store.complete(bad, token, response('x')));
+        await refused(suite.store.release(bad, token));
+        await refused(suite.store.get(bad));
+        if (isTransactionalStore(suite.store)) {
+          const tx = await suite.store.beginTransaction();
           try {
             await refused(tx.checkpoint(bad, token, 'x'));
             await refused(tx.complete(bad, token, response('x')));
@@ -217,8 +207,8 @@ function recordCases(suite: ContractSuite): void {
           }
         }
         // Nothing was written under the text a lossy encoding would have made of it.
-        expect(await store.get(replaced)).toBeUndefined();
-        expect((await store.claim(replaced, 'fp-1', LIVE)).kind).toBe('acquired');
+        expect(await suite.store.get(replaced)).toBeUndefined();
+        expect((await suite.store.claim(replaced, 'fp-1', LIVE)).kind).toBe('acquired');
       });
     }
   }
@@ -229,29 +219,29 @@ function recordCases(suite: ContractSuite): void {
     const base = `tenant-${randomUUID()}-`;
     const scopes = [`${base}\u{1F600}`, `${base}\u{1F601}`, `${base}\u{1F680}`, `${base}\uFFFD`, `${base}`];
     const refs = [...scopes.map((scope) => ({ scope, key })), { scope: base, key: `${key}\u{1F600}` }, { scope: base, key: `${key}\u{1F601}` }];
-    const claims = await Promise.all(refs.map((r, i) => store.claim(r, `fp-${i}`, LIVE)));
+    const claims = await Promise.all(refs.map((r, i) => suite.store.claim(r, `fp-${i}`, LIVE)));
     expect(claims.map((c) => c.kind)).toEqual(refs.map(() => 'acquired'));
     for (const [i, r] of refs.entries()) {
       const claim = claims[i]!;
       if (claim.kind !== 'acquired') return;
-      await store.complete(r, claim.token, response(`for ${i}`));
+      await suite.store.complete(r, claim.token, response(`for ${i}`));
     }
     for (const [i, r] of refs.entries()) {
-      const replay = await store.claim(r, `fp-${i}`, LIVE);
+      const replay = await suite.store.claim(r, `fp-${i}`, LIVE);
       expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe(`for ${i}`);
-      expect(await store.get(r)).toMatchObject({ scope: r.scope, key: r.key, fingerprint: `fp-${i}` });
+      expect(await suite.store.get(r)).toMatchObject({ scope: r.scope, key: r.key, fingerprint: `fp-${i}` });
     }
   });
 
   it('keeps binary bodies byte for byte up to maxResponseBytes, and an empty body as empty', async () => {
-    const limit = store.maxResponseBytes;
+    const limit = suite.store.maxResponseBytes;
     const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
     const full = new Uint8Array(randomBytes(limit));
     for (const body of [everyByte, full, new Uint8Array(0)]) {
       const r = ref();
       const { token } = await acquire(r);
-      await store.complete(r, token, { status: 200, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
-      const replay = await store.claim(r, 'fp-1', LIVE);
+      await suite.store.complete(r, token, { status: 200, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
+      const replay = await suite.store.claim(r, 'fp-1', LIVE);
       expect(replay.kind).toBe('completed');
       if (replay.kind !== 'completed') return;
       expect(replay.response.bodyOmitted).toBe(false);
@@ -263,9 +253,9 @@ function recordCases(suite: ContractSuite): void {
   it('marks a body over maxResponseBytes omitted, keeping status and headers, never truncating', async () => {
     const r = ref();
     const { token } = await acquire(r);
-    const body = new Uint8Array(randomBytes(store.maxResponseBytes + 1));
-    await store.complete(r, token, { status: 202, headers: [['etag', '"v1"']], body, bodyOmitted: false });
-    const replay = await store.claim(r, 'fp-1', LIVE);
+    const body = new Uint8Array(randomBytes(suite.store.maxResponseBytes + 1));
+    await suite.store.complete(r, token, { status: 202, headers: [['etag', '"v1"']], body, bodyOmitted: false });
+    const replay = await suite.store.claim(r, 'fp-1', LIVE);
     expect(replay.kind).toBe('completed');
     if (replay.kind !== 'completed') return;
     expect(replay.response).toEqual({ status: 202, headers: [['etag', '"v1"']], body: null, bodyOmitted: true });

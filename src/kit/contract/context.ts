@@ -4,7 +4,7 @@
  * record, claim it and build a response.
  */
 import { randomUUID } from 'node:crypto';
-import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
+import type { Claim, ClaimOptions, IdempotencyStore, RecordRef, StoredResponse } from '../../core/store.js';
 
 /** The matchers the contract uses: a subset of vitest's and Jest's `expect(...)`. */
 export interface ContractMatchers {
@@ -55,12 +55,17 @@ export interface ContractContext {
 
 /**
  * What a section receives. Its cases are registered before the store exists (the caller's `setup`
- * runs in the suite's `beforeAll`), so a section keeps the context `ready` hands it, once, before
- * any of its cases runs.
+ * runs in the suite's `beforeAll`), so `store`, `advance` and `acquire` are for the cases' bodies:
+ * they answer once setup has run.
  */
 export interface ContractSuite {
   readonly test: ContractTestApi;
-  ready(use: (ctx: ContractContext) => void): void;
+  /** The store under test. */
+  readonly store: IdempotencyStore;
+  /** `ContractContext.advance`: moves the store's clock forward by `ms`. */
+  advance(ms: number): Promise<void>;
+  /** Claims `r`, failing the case unless it is acquired. */
+  acquire(r: RecordRef, fp?: string, o?: ClaimOptions): Promise<Extract<Claim, { kind: 'acquired' }>>;
 }
 
 /**
@@ -92,11 +97,18 @@ export const response = (body: string | Uint8Array, status = 201): StoredRespons
 /** A record no other case touches: a fresh key, in a fresh scope unless one is given. */
 export const ref = (scope = `scope-${randomUUID()}`): RecordRef => ({ scope, key: `key-${randomUUID()}` });
 
-/** `acquire(r, fp, o)`: claims `r` on the store `store()` answers, failing the case unless it is acquired. */
-export function acquirer(store: () => IdempotencyStore) {
-  return async (r: RecordRef, fp = 'fp-1', o = LIVE): Promise<Extract<Claim, { kind: 'acquired' }>> => {
-    const claim = await store().claim(r, fp, o);
-    if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
-    return claim;
+/** A suite whose store and clock are the context `current()` answers, once setup has made it. */
+export function contractSuite(test: ContractTestApi, current: () => ContractContext): ContractSuite {
+  return {
+    test,
+    get store() {
+      return current().store;
+    },
+    advance: (ms) => current().advance(ms),
+    async acquire(r, fp = 'fp-1', o = LIVE) {
+      const claim = await current().store.claim(r, fp, o);
+      if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
+      return claim;
+    },
   };
 }

@@ -16,6 +16,7 @@ import { closestName, optionReader } from '../../core/option-reader.js';
 import { adminSection } from './admin.js';
 import { claimSection } from './claim.js';
 import type { ContractContext, ContractSuite, ContractTestApi } from './context.js';
+import { contractSuite } from './context.js';
 import { fencingSection } from './fencing.js';
 import { recoverySection } from './recovery.js';
 import { windowSection } from './window.js';
@@ -49,11 +50,10 @@ export function describeStoreContract(
   const sections = readSections(options);
   test.describe(`store contract: ${name}`, () => {
     let ctx: ContractContext | undefined;
-    const waiting: Array<(ctx: ContractContext) => void> = [];
-    const suite: ContractSuite = { test, ready: (use) => void waiting.push(use) };
+    // Cases run after beforeAll: the context is there by then.
+    const suite = contractSuite(test, () => ctx!);
     test.beforeAll(async () => {
       ctx = await setup();
-      for (const use of waiting) use(ctx);
     });
     test.afterAll(async () => {
       await ctx?.close?.();

@@ -5,30 +5,23 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LeaseLostError } from '../../core/errors.js';
-import type { IdempotencyStore } from '../../core/store.js';
 import { canListAbandoned, hasAdmin } from '../../core/store.js';
-import type { ContractContext, ContractSuite, ContractTestContext } from './context.js';
-import { LEASE, LIVE, SHORT_LEASE, WINDOW, acquirer, opts, ref, response } from './context.js';
+import type { ContractSuite, ContractTestContext } from './context.js';
+import { LEASE, LIVE, SHORT_LEASE, WINDOW, opts, ref, response } from './context.js';
 
 export function recoverySection(suite: ContractSuite): void {
   const { it, expect } = suite.test;
-  let ctx: ContractContext;
-  let store: IdempotencyStore;
-  suite.ready((made) => {
-    ctx = made;
-    store = made.store;
-  });
-  const acquire = acquirer(() => store);
+  const { acquire } = suite;
 
   it('does not take over a live lease, and does after it expires', async () => {
     const r = ref();
     const first = await acquire(r);
-    expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('in_flight');
-    await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+    expect((await suite.store.claim(r, 'fp-1', LIVE)).kind).toBe('in_flight');
+    await suite.store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
     // Now a short lease, which then runs out on the store's clock.
-    expect(await store.renew(r, first.token, LEASE)).toBe(true);
-    await ctx.advance(LEASE + 50);
-    const second = await store.claim(r, 'fp-1', LIVE);
+    expect(await suite.store.renew(r, first.token, LEASE)).toBe(true);
+    await suite.advance(LEASE + 50);
+    const second = await suite.store.claim(r, 'fp-1', LIVE);
     expect(second.kind).toBe('acquired');
     if (second.kind !== 'acquired') return;
     expect(second.takeover).toBe(true);
@@ -40,25 +33,25 @@ export function recoverySection(suite: ContractSuite): void {
   it('does not let an expired lease of one request be taken over by a different request', async () => {
     const r = ref();
     await acquire(r, 'fp-1', SHORT_LEASE);
-    await ctx.advance(LEASE + 50);
-    expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+    await suite.advance(LEASE + 50);
+    expect((await suite.store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
   });
 
   // ctx.suspend() gives the lease back this way, so that an immediate retry resumes the work.
   it('ends the lease now on renew(…, 0): an immediate claim of the same request takes over from the recovery point', async () => {
     const r = ref();
     const first = await acquire(r);
-    await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
-    expect(await store.renew(r, first.token, 0)).toBe(true);
+    await suite.store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+    expect(await suite.store.renew(r, first.token, 0)).toBe(true);
     // No time passes: the lease already ended.
-    const second = await store.claim(r, 'fp-1', LIVE);
+    const second = await suite.store.claim(r, 'fp-1', LIVE);
     expect(second).toMatchObject({ kind: 'acquired', takeover: true, resumeFrom: 'charged', recoveryData: { chargeId: 'ch_1' } });
     if (second.kind !== 'acquired') return;
     expect(second.token).not.toBe(first.token);
     // The record is still inside its window, and the one who gave the lease back is fenced out.
-    await expect(store.complete(r, first.token, response('late'))).rejects.toBeInstanceOf(LeaseLostError);
-    await store.complete(r, second.token, response('resumed'));
-    const replay = await store.claim(r, 'fp-1', LIVE);
+    await expect(suite.store.complete(r, first.token, response('late'))).rejects.toBeInstanceOf(LeaseLostError);
+    await suite.store.complete(r, second.token, response('resumed'));
+    const replay = await suite.store.claim(r, 'fp-1', LIVE);
     expect(replay.kind === 'completed' && new TextDecoder().decode(replay.response.body!)).toBe('resumed');
   });
 
@@ -66,7 +59,7 @@ export function recoverySection(suite: ContractSuite): void {
   // The context is read through rest parameters so the function's length stays 0: Jest takes a
   // declared parameter for a `done` callback. Without a context to skip with, the case passes.
   it('lists abandoned records (in flight, lease over, window open) with their recovery points, and nothing else', async (...context: [ContractTestContext?]) => {
-    if (!canListAbandoned(store)) return context[0]?.skip?.();
+    if (!canListAbandoned(suite.store)) return context[0]?.skip?.();
     const scope = `abandoned-${randomUUID()}`;
     const abandoned = ref(scope);
     const bare = ref(scope);
@@ -77,27 +70,27 @@ export function recoverySection(suite: ContractSuite): void {
     const windowOver = ref(`abandoned-${randomUUID()}`);
     await acquire(windowOver, 'fp-1', opts);
     const first = await acquire(abandoned, 'fp-1', SHORT_LEASE);
-    await store.checkpoint(abandoned, first.token, 'started', { input: { amount: 5 } });
+    await suite.store.checkpoint(abandoned, first.token, 'started', { input: { amount: 5 } });
     await acquire(bare, 'fp-bare', SHORT_LEASE);
     await acquire(live);
     const finished = await acquire(done, 'fp-1', SHORT_LEASE);
-    await store.complete(done, finished.token, response('done'));
-    await ctx.advance(LEASE + 50);
-    const mine = (await store.listAbandoned(1000)).filter((r) => r.scope === scope);
+    await suite.store.complete(done, finished.token, response('done'));
+    await suite.advance(LEASE + 50);
+    const mine = (await suite.store.listAbandoned(1000)).filter((r) => r.scope === scope);
     expect(mine.map((r) => r.key).sort()).toEqual([abandoned.key, bare.key].sort());
     const found = mine.find((r) => r.key === abandoned.key)!;
     expect(found).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1', recoveryPoint: 'started', recoveryData: { input: { amount: 5 } } });
     // With the times `get` shows (how old the abandoned request is), where the store keeps them.
-    const read = await store.get(abandoned);
+    const read = await suite.store.get(abandoned);
     expect({ createdAt: found.createdAt, updatedAt: found.updatedAt }).toEqual({ createdAt: read!.createdAt, updatedAt: read!.updatedAt });
-    if (hasAdmin(store)) expect(typeof found.createdAt).toBe('number');
+    if (hasAdmin(suite.store)) expect(typeof found.createdAt).toBe('number');
     expect(mine.find((r) => r.key === bare.key)).toMatchObject({ fingerprint: 'fp-bare', recoveryPoint: undefined });
-    expect((await store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
+    expect((await suite.store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
     // Taken over, it is owned again and no longer listed; past its window it is gone for every purpose.
     expect(await acquire(abandoned)).toMatchObject({ takeover: true, resumeFrom: 'started' });
-    expect((await store.listAbandoned(1000)).some((r) => r.key === abandoned.key)).toBe(false);
-    await ctx.advance(WINDOW + 50);
-    expect((await store.listAbandoned(1000)).some((r) => r.key === windowOver.key)).toBe(false);
-    expect(await store.get(windowOver)).toMatchObject({ state: 'in_flight' }); // still there: expired, not yet reaped
+    expect((await suite.store.listAbandoned(1000)).some((r) => r.key === abandoned.key)).toBe(false);
+    await suite.advance(WINDOW + 50);
+    expect((await suite.store.listAbandoned(1000)).some((r) => r.key === windowOver.key)).toBe(false);
+    expect(await suite.store.get(windowOver)).toMatchObject({ state: 'in_flight' }); // still there: expired, not yet reaped
   });
 }
