@@ -10,7 +10,7 @@ import type { MemoryStore } from '../../src/stores/memory/index.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
 import { createExpress4App, createExpressApp, express4 } from './apps/express-app.js';
 import { listenServer } from './apps/listen.js';
-import { until } from '../support/until.js';
+import { sleep, until } from '../support/until.js';
 import type { HarnessOptions, TestApp } from './harness.js';
 import { describeMatrix } from './matrix.js';
 import { describePerRoute } from './per-route.js';
@@ -43,7 +43,6 @@ async function post(app: TestApp, path: string, init: Send = {}): Promise<Answer
 }
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), type: 'application/json' });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;

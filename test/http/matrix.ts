@@ -13,7 +13,7 @@ import { sqliteStore } from '../../src/stores/sqlite/index.js';
 import type { AppFactory, AppState, HarnessOptions, TestApp } from './harness.js';
 import { PARTIAL_CHUNK, THROWN_VALUES, binaryPattern } from './harness.js';
 import { twoOnOneConnection } from './wire.js';
-import { until } from '../support/until.js';
+import { sleep, until } from '../support/until.js';
 
 interface Sent {
   status: number;
@@ -698,8 +698,6 @@ export function describeMatrix(name: string, factory: AppFactory): void {
     });
   });
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Sends a request and hangs up (aborts the connection) once `started()` says its handler runs. */
 async function hangUpDuring(app: TestApp, path: string, init: { key: string; body: unknown; headers: Record<string, string> }, started: () => boolean): Promise<void> {

@@ -11,7 +11,7 @@ import type { IdempotencyOptions } from '../../src/core/options.js';
 import { mysqlSchema, mysqlStore } from '../../src/stores/mysql/index.js';
 import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
-import { until } from '../support/until.js';
+import { sleep, until } from '../support/until.js';
 import { describeStoreContract } from './contract.js';
 import { closedPort, spyPool, startSilentServer } from './mysql-helpers.js';
 
@@ -33,7 +33,6 @@ const newTable = (tag: string) => {
   tables.push(name, `${name}_effects`);
   return name;
 };
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const ref = (scope = `s-${randomUUID()}`): RecordRef => ({ scope, key: `k-${randomUUID()}` });
 const ok = (text = '{"id":1}'): StoredResponse => ({
   status: 201,

@@ -31,9 +31,7 @@ export async function dropTable(pool: pg.Pool, table: string): Promise<void> {
   await pool.query(`DROP FUNCTION IF EXISTS "public"."${table}_claim"; DROP TABLE IF EXISTS "public"."${table}"`);
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-export { until } from '../support/until.js';
+export { sleep, until } from '../support/until.js';
 
 /** A structural pool that counts statements: each node-postgres query is one round trip. */
 export function countingPool(pool: pg.Pool) {

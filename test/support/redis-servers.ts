@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
+import { sleep } from './until.js';
 
 /**
  * What the docs recommend for the store's client: fail a command at once while disconnected
@@ -182,6 +183,4 @@ export async function deleteKeys(client: Redis, pattern: string): Promise<number
   return deleted;
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export { sleep };
