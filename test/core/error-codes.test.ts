@@ -259,7 +259,7 @@ const PLAIN_ERRORS: ReadonlyArray<{ file: string; text: string; why: string }> =
   { file: 'src/stores/redis/record.ts', text: 'new RangeError(', why: 'an encoder invariant; callers validate first' },
   { file: 'src/core/engine.ts', text: 'new TypeError(`The \\`${option}\\` option must return a string`)', why: 'a scope or previousScope hook returning the wrong type, as Node throws ERR_INVALID_RETURN_VALUE' },
   { file: 'src/http/express-capture.ts', text: "new TypeError('idemkit: response chunks must be strings", why: 'what res.write throws for such a chunk' },
-  { file: 'src/http/fastify.ts', text: 'new TypeError(`idemkit: cannot store a response payload', why: "what Fastify's reply.send throws for such a payload" },
+  { file: 'src/http/fastify-response.ts', text: 'new TypeError(`idemkit: cannot store a response payload', why: "what Fastify's reply.send throws for such a payload" },
   { file: 'src/http/koa-response.ts', text: "new TypeError('idemkit: a response body stream must yield", why: 'what writing such a chunk to the response throws when Koa pipes the stream' },
   { file: 'src/http/koa-response.ts', text: "new Error(format('non-error thrown: %j', thrown))", why: "the Error Koa's ctx.onerror wraps a thrown non-Error in, message and all" },
 ];
