@@ -7,7 +7,7 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/store.js';
 import { redisStore } from '../../src/stores/redis/index.js';
-import { keySlot } from '../../src/stores/redis/store.js';
+import { keySlot } from '../../src/stores/redis/keys.js';
 import { CHECKPOINT, CLAIM, COMPLETE, READ, REAP, RELEASE, RENEW } from '../../src/stores/redis/lua.js';
 import type { RedisClusterHandle } from '../support/redis-servers.js';
 import { deleteKeys, requireRedisBinaries, sleep, startRedisCluster } from '../support/redis-servers.js';

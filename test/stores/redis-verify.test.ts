@@ -15,7 +15,7 @@ import { StoreIncompatibleError, StoreUnavailableError } from '../../src/core/er
 import type { RedisArgument } from '../../src/drivers/redis.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import type { RedisClient } from '../../src/stores/redis/store.js';
-import { keySlot } from '../../src/stores/redis/store.js';
+import { keySlot } from '../../src/stores/redis/keys.js';
 import type { RedisServer } from '../support/redis-servers.js';
 import { connectStoreClient, freePort, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';

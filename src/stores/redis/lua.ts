@@ -1,5 +1,5 @@
 /**
- * The Lua scripts of the Redis store, and the record format they share with redis-record.ts.
+ * The Lua scripts of the Redis store, and the record format they share with record.ts.
  *
  * A record is one string: a fixed-width ASCII head, then JSON (Redis' Lua has `cjson`, in C) and
  * the response:
@@ -23,7 +23,7 @@
  * from the key's remaining TTL (created = now - (ttl - PTTL)), so leases and windows are still
  * decided on the Redis clock alone; every head a script rewrites holds absolute times. The
  * client's own clock at creation is kept only for the client: it lets a client answer a replay
- * from a fresh completed record without a script (see `CLOCK_MARGIN_MS` in redis.ts).
+ * from a fresh completed record without a script (see `CLOCK_MARGIN_MS` in claim.ts).
  *
  * The head is fixed-width so that the completion, the one script on every new key's path, checks
  * the owner with string operations and stores the response by flipping the state and appending

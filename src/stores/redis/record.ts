@@ -1,6 +1,6 @@
 /**
  * The Redis store's record, as the client writes and reads it (the format is described in
- * redis-lua.ts): the fresh record of a new key, the response a completion appends, and the record
+ * lua.ts): the fresh record of a new key, the response a completion appends, and the record
  * that `SET … NX GET` returns.
  */
 import { isUtf8 } from 'node:buffer';
