@@ -1,13 +1,12 @@
 // The `idemkit` store commands: migrate, inspect, list, purge, reap, stats (docs/cli.md).
-import { isUtf8 } from 'node:buffer';
 import { parseArgs } from 'node:util';
 import { CliUsageError } from '../check/errors.js';
-import { CorruptRecordError, IdemkitError, InvalidOptionError, InvalidRecordRefError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
-import type { RecordDetails, RecordState, RecordStats, RecordSummary } from '../core/store.js';
+import type { RecordState } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore, StoreNames } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl, scrub } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, openStore, parseStoreUrl, scrub } from './store-url.js';
 import type { StoreUrl } from './store-url.js';
+import { UNKNOWN_TIME, ago, bodyPreview, describeFailure, inspectJson, iso, statsJson, summaryJson } from './format.js';
 import { printable, quoted, terminalJson, terminalText } from './terminal.js';
 
 export const STORE_COMMANDS = ['migrate', 'inspect', 'list', 'purge', 'reap', 'stats'] as const;
@@ -20,10 +19,6 @@ export interface Io {
 
 /** Exit codes: 0 done, 1 not found or refused, 2 bad usage or the store could not be used. */
 export const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
-
-/** How much of a body `inspect` shows: UTF-8 text up to this many bytes, binary as hex up to HEX_PREVIEW_BYTES. */
-export const TEXT_PREVIEW_BYTES = 1024;
-export const HEX_PREVIEW_BYTES = 32;
 
 const STORE_OPTIONS = `Store:
       --store URL            ${URL_FORMS}
@@ -181,22 +176,12 @@ export async function runStoreCommand(command: StoreCommand, argv: readonly stri
   }
 }
 
-/** One line for any failure: never a stack trace. */
+/** One line for any failure, a missing table named where this command looked. */
 function describe(error: unknown, opened: OpenedStore | undefined): string {
-  if (error instanceof Unreachable) return error.message;
-  if (error instanceof StoreSchemaMissingError) {
-    return `${opened ? `the store at ${opened.url.shown} has no ${opened.where}` : error.message}; run \`idemkit migrate\` first (${error.missing.join(', ')} missing)`;
-  }
-  if (error instanceof CliUsageError) return error.message;
-  if (error instanceof InvalidOptionError || error instanceof InvalidRecordRefError) return error.message;
-  if (error instanceof StoreUnavailableError || error instanceof CorruptRecordError) {
-    const cause = (error as { cause?: unknown }).cause;
-    const detail = cause instanceof Error && cause.message && !error.message.includes(cause.message) ? `: ${cause.message}` : '';
-    return `${error.message}${detail}`.split('\n')[0]!;
-  }
-  if (error instanceof IdemkitError) return error.message;
-  const message = error instanceof Error ? error.message || String((error as { code?: unknown }).code ?? error.name) : String(error);
-  return `unexpected error: ${message.split('\n')[0]}`;
+  return describeFailure(error, {
+    schemaMissing: (e) => `${opened ? `the store at ${opened.url.shown} has no ${opened.where}` : e.message}; run \`idemkit migrate\` first (${e.missing.join(', ')} missing)`,
+    firstLine: false,
+  });
 }
 
 function whole(flag: string, value: string, min: number): number {
@@ -223,10 +208,6 @@ function listFilter(v: Parsed['values']) {
   };
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
-/** A time a record may not have (written by an earlier idemkit): ISO, or null. */
-const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
-
 // ---- migrate ----------------------------------------------------------------------------------
 
 async function migrate(s: OpenedStore, io: Io, json: boolean): Promise<number> {
@@ -250,56 +231,13 @@ async function migrate(s: OpenedStore, io: Io, json: boolean): Promise<number> {
 
 // ---- inspect ----------------------------------------------------------------------------------
 
-/** A body as `inspect` shows it: UTF-8 text cut at TEXT_PREVIEW_BYTES, anything else as hex. */
-export function bodyPreview(body: Uint8Array): { bytes: number; encoding: 'utf8' | 'hex'; preview: string; truncated: boolean } {
-  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (isUtf8(bytes)) {
-    let end = Math.min(bytes.length, TEXT_PREVIEW_BYTES);
-    // Never cut a character in two: back up to the start of a UTF-8 sequence.
-    while (end < bytes.length && end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
-    return { bytes: bytes.length, encoding: 'utf8', preview: bytes.toString('utf8', 0, end), truncated: end < bytes.length };
-  }
-  const end = Math.min(bytes.length, HEX_PREVIEW_BYTES);
-  return { bytes: bytes.length, encoding: 'hex', preview: bytes.toString('hex', 0, end), truncated: end < bytes.length };
-}
-
-/** The stable JSON of `idemkit inspect --json` (docs/cli.md). */
-export function inspectJson(r: RecordDetails) {
-  const response = r.response;
-  return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    expired: r.expired,
-    fingerprint: r.fingerprint,
-    tokenPrefix: r.tokenPrefix,
-    attempt: r.attempt,
-    createdAt: isoOrNull(r.createdAt),
-    updatedAt: isoOrNull(r.updatedAt),
-    leaseUntil: iso(r.leaseUntil),
-    expiresAt: iso(r.expiresAt),
-    now: iso(r.now),
-    recoveryPoint: r.recoveryPoint ?? null,
-    recoveryData: r.recoveryData ?? null,
-    response: response
-      ? {
-          status: response.status,
-          headers: response.headers.map(([name, value]) => [name, value]),
-          bodyOmitted: response.bodyOmitted,
-          body: response.body === null ? null : bodyPreview(response.body),
-        }
-      : null,
-  };
-}
-
 function relative(at: number, now: number, past: string, future: string): string {
   return at <= now ? `${past} ${formatDuration(now - at)} ago` : `${future} ${formatDuration(at - now)}`;
 }
 
 /** A time a record may not have, for `inspect`. */
 function stamp(at: number | null, now: number): string {
-  if (at === null) return 'unknown (written by an earlier idemkit)';
-  return at <= now ? `${iso(at)} (${formatDuration(now - at)} ago)` : `${iso(at)} (in ${formatDuration(at - now)})`;
+  return at === null ? UNKNOWN_TIME : `${iso(at)} (${ago(at, now)})`;
 }
 
 async function inspect(s: OpenedStore, ref: { scope: string; key: string }, io: Io, json: boolean): Promise<number> {
@@ -341,25 +279,6 @@ async function inspect(s: OpenedStore, ref: { scope: string; key: string }, io: 
 }
 
 // ---- list -------------------------------------------------------------------------------------
-
-/** One record of `idemkit list --json`. */
-export function summaryJson(r: RecordSummary) {
-  return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    expired: r.expired,
-    fingerprint: r.fingerprint,
-    attempt: r.attempt,
-    createdAt: isoOrNull(r.createdAt),
-    updatedAt: isoOrNull(r.updatedAt),
-    leaseUntil: iso(r.leaseUntil),
-    expiresAt: iso(r.expiresAt),
-    recoveryPoint: r.recoveryPoint ?? null,
-    status: r.status ?? null,
-    bodyBytes: r.bodyBytes,
-  };
-}
 
 async function list(s: OpenedStore, filter: ReturnType<typeof listFilter>, io: Io, json: boolean): Promise<number> {
   const records = await s.store.admin.list(filter);
@@ -436,20 +355,6 @@ async function reap(s: OpenedStore, limit: number | undefined, io: Io, json: boo
 }
 
 // ---- stats ------------------------------------------------------------------------------------
-
-/** The stable JSON of `idemkit stats --json`. */
-export function statsJson(st: RecordStats) {
-  return {
-    now: iso(st.now),
-    inFlight: st.inFlight,
-    abandoned: st.abandoned,
-    completed: st.completed,
-    expired: st.expired,
-    oldestInFlight: st.oldestInFlight && { scope: st.oldestInFlight.scope, key: st.oldestInFlight.key, leaseUntil: iso(st.oldestInFlight.leaseUntil) },
-    bodyBytes: st.bodyBytes,
-    storageBytes: st.storageBytes ?? null,
-  };
-}
 
 async function stats(s: OpenedStore, io: Io, json: boolean): Promise<number> {
   const st = await s.store.admin.stats();

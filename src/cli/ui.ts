@@ -8,13 +8,13 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { CliUsageError } from '../check/errors.js';
-import { CorruptRecordError, IdemkitError, InvalidRecordRefError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
+import { IdemkitError, InvalidRecordRefError } from '../core/errors.js';
 import type { RecordDetails, RecordFilter, RecordState, RecordSummary, StoreAdmin } from '../core/store.js';
-import { inspectJson, statsJson, summaryJson } from './admin.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
 import type { OpenedStore } from './store-url.js';
 import type { StoreUrl } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, Unreachable, openStore, parseStoreUrl, scrub } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, openStore, parseStoreUrl, scrub } from './store-url.js';
+import { UNKNOWN_TIME, ago, describeFailure, inspectJson, statsJson, summaryJson } from './format.js';
 import { terminalText } from './terminal.js';
 
 export const UI_USAGE = `Usage: idemkit ui --store URL [--host 127.0.0.1] [--port 0|N] [--token T]
@@ -219,18 +219,9 @@ export async function runUi(argv: readonly string[], terminal: UiIo, env: NodeJS
   }
 }
 
-/** One line for any failure: never a stack trace. */
+/** One line for any failure (on the terminal and on the error page). */
 function describe(error: unknown): string {
-  if (error instanceof Unreachable) return error.message;
-  if (error instanceof StoreSchemaMissingError) return `${error.message}; run \`idemkit migrate\` first`;
-  if (error instanceof StoreUnavailableError || error instanceof CorruptRecordError) {
-    const cause = (error as { cause?: unknown }).cause;
-    const detail = cause instanceof Error && cause.message && !error.message.includes(cause.message) ? `: ${cause.message}` : '';
-    return `${error.message}${detail}`.split('\n')[0]!;
-  }
-  if (error instanceof IdemkitError) return error.message.split('\n')[0]!;
-  const message = error instanceof Error ? error.message || String((error as { code?: unknown }).code ?? error.name) : String(error);
-  return `unexpected error: ${message.split('\n')[0]}`;
+  return describeFailure(error, { schemaMissing: (e) => `${e.message}; run \`idemkit migrate\` first`, firstLine: true });
 }
 
 // ---- HTTP -------------------------------------------------------------------------------------
@@ -479,12 +470,8 @@ function ageTitle(r: RecordSummary): string {
 
 /** A time a record may not know (written by an earlier idemkit). */
 function stamp(at: number | null, now: number): string {
-  if (at === null) return '<span class="hint">unknown (written by an earlier idemkit)</span>';
+  if (at === null) return `<span class="hint">${UNKNOWN_TIME}</span>`;
   return `${iso(at)} <span class="hint">(${esc(ago(at, now))})</span>`;
-}
-
-function ago(at: number, now: number): string {
-  return at <= now ? `${formatDuration(now - at)} ago` : `in ${formatDuration(at - now)}`;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');

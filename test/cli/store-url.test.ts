@@ -1,7 +1,7 @@
 // The parts of the store commands that need no store: URL forms, driver loading, body previews.
 import { describe, expect, it } from 'vitest';
 import { CliUsageError } from '../../src/check/errors.js';
-import { HEX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, bodyPreview } from '../../src/cli/admin.js';
+import { HEX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, bodyPreview } from '../../src/cli/format.js';
 import { parseDuration } from '../../src/check/flags.js';
 import { importDriver, parseStoreUrl, redact, scrub } from '../../src/cli/store-url.js';
 import { printable, quoted, terminalJson, terminalText } from '../../src/cli/terminal.js';
