@@ -103,6 +103,34 @@ export interface ExecutionGuard {
   readonly token: string;
 }
 
+/**
+ * Where an execution's claim stands (`Execution.state`). The spin model (spec/record.pml) has the
+ * same moments: `running` is an attempt its `held[me]` holds, `lost` its `lost` (a renewal found
+ * the token replaced), `overtime` a freeze that never thaws (`paused` for good), `finished` an
+ * attempt past its completion or release, on its way to `reply:` (docs/model.md).
+ *
+ *   running  -> overtime   expire: a keeper tick at maxExecutionMs; renewal stops, a transaction rolls back
+ *   running  -> lost       a renewal the store refused; renewal stops
+ *   lost     -> overtime   expire again; the keeper no longer ticks a lost lease, so only a direct renew() gets here
+ *   (any but finished) -> finished   finish or abort, whichever comes first
+ *
+ * Refused, the state unchanged: overtime -> lost (the ceiling's answer already decides the
+ * finish; the leaseLost event is still told), and every move out of finished (a second finish or
+ * abort, a renewal answered late, expire). `finish` decides on the state the execution ended from.
+ */
+type ExecutionState = 'running' | 'overtime' | 'lost' | 'finished';
+
+/**
+ * How the handler asked its request to end (`Execution.ending`): with its answer, or through its
+ * context with nothing stored (`ctx.discard()`) or suspended (`ctx.suspend()`). Not a state of the
+ * claim but a dimension of its own: the handler may say it in any state, past the ceiling and
+ * even while an abort rolls back (which reads it afterwards), and neither outweighs the other
+ * everywhere (at the finish overtime wins in transactional mode, the ending outside it and in an
+ * abort). result -> discarded -> suspended, result -> suspended; a discard after a suspend is
+ * refused, since suspended wins whatever the order.
+ */
+type Ending = 'result' | 'discarded' | 'suspended';
+
 /** One claimed request while its handler runs: lease renewal, checkpoints, and the fenced finish. */
 export class Execution {
   readonly context: IdempotencyContext;
@@ -121,12 +149,10 @@ export class Execution {
   private readonly claimedAt: number;
   /** Closed when the execution ends (or runs past `maxExecutionMs`): `ctx.tx` refuses use from then on. */
   private readonly fence: { closedBecause: string | undefined } = { closedBecause: undefined };
-  /** Past `maxExecutionMs`: no longer renewed; in transactional mode already rolled back. */
-  private overtime = false;
-  private leaseLost = false;
-  private discarded = false;
-  private suspended = false;
-  private finished = false;
+  /** Where the claim stands: overtime is past `maxExecutionMs`, no longer renewed, in transactional mode rolled back. */
+  private state: ExecutionState = 'running';
+  /** What the handler said of its ending through its context (orthogonal to `state`, see `Ending`). */
+  private ending: Ending = 'result';
   /**
    * The record holds committed progress: a recovery point an earlier owner left (a take-over), or
    * a checkpoint this execution committed outside its request's transaction. Such a record is never
@@ -182,13 +208,9 @@ export class Execution {
       recoveryData: claim.recoveryData,
       tx: transaction === undefined ? undefined : fenceHandle(transaction.tx, this.fence, 'ctx.tx'),
       checkpoint,
-      discard: () => {
-        this.discarded = true;
-      },
+      discard: () => this.toDiscarded(),
       beginTransaction: () => this.beginPhaseTransaction(),
-      suspend: () => {
-        this.suspended = true;
-      },
+      suspend: () => this.toSuspended(),
     };
     keeper.add(this);
   }
@@ -214,7 +236,7 @@ export class Execution {
         'ctx.beginTransaction() is refused in transactional mode: the request already runs in one transaction (use ctx.tx)',
       );
     }
-    if (this.finished) throw new ExecutionEndedError('ctx.beginTransaction() after the request has ended');
+    if (this.state === 'finished') throw new ExecutionEndedError('ctx.beginTransaction() after the request has ended');
     if (!isTransactionalStore(store)) {
       throw new NotTransactionalError(`ctx.beginTransaction() needs a store with transactions; the ${store.name} store has none`);
     }
@@ -269,7 +291,7 @@ export class Execution {
       store.renew(this.ref, this.token, leaseMs).then(
         (ok) => {
           if (!ok) {
-            this.leaseLost = true;
+            this.toLost();
             this.stopRenewal();
             this.tellLeaseLost('renew');
           }
@@ -299,16 +321,42 @@ export class Execution {
     this.keeper.delete(this);
   }
 
+  /** The ceiling passed (`expire`); false when refused: already overtime, or finished. */
+  private toOvertime(): boolean {
+    if (this.state !== 'running' && this.state !== 'lost') return false;
+    this.state = 'overtime';
+    return true;
+  }
+
+  /** A renewal was refused: only a running execution takes it in (see `ExecutionState`). */
+  private toLost(): void {
+    if (this.state === 'running') this.state = 'lost';
+  }
+
   /**
-   * Marks the execution ended and lets go of the watched response: the Express adapter keeps its
-   * state in a WeakMap keyed by the response, and a value pointing back at its key would keep every
-   * finished request alive through young-generation collections (docs/performance.md).
+   * Ends the execution, once: returns the state it ended from, or undefined when it had ended
+   * already. Lets go of the watched response: the Express adapter keeps its state in a WeakMap
+   * keyed by the response, and a value pointing back at its key would keep every finished request
+   * alive through young-generation collections (docs/performance.md).
    */
-  private end(): void {
-    this.finished = true;
+  private toFinished(): Exclude<ExecutionState, 'finished'> | undefined {
+    const from = this.state;
+    if (from === 'finished') return undefined;
+    this.state = 'finished';
     this.fence.closedBecause ??= 'its request ended';
     this.watched = undefined;
     this.stopRenewal();
+    return from;
+  }
+
+  /** `ctx.discard()`: refused after `ctx.suspend()`. */
+  private toDiscarded(): void {
+    if (this.ending === 'result') this.ending = 'discarded';
+  }
+
+  /** `ctx.suspend()`, from either other ending. */
+  private toSuspended(): void {
+    this.ending = 'suspended';
   }
 
   /**
@@ -339,17 +387,17 @@ export class Execution {
   }
 
   private async store(response: StoredResponse, threw: boolean): Promise<IdempotencyHttpError | undefined> {
-    if (this.finished) return undefined;
-    this.end();
+    const from = this.toFinished();
+    if (from === undefined) return undefined;
     const { events } = this.options;
     if (events === undefined) {
-      if (this.guard === undefined) return this.complete(response, threw);
-      const outcome = await this.complete(response, threw);
+      if (this.guard === undefined) return this.complete(response, threw, from);
+      const outcome = await this.complete(response, threw, from);
       await this.closeGuard();
       return outcome;
     }
     const answeredAt = performance.now();
-    const outcome = await this.complete(response, threw, events);
+    const outcome = await this.complete(response, threw, from, events);
     if (this.guard !== undefined) await this.closeGuard();
     const { scope, key, method, path } = this.who(events);
     // The fields by name: `{ ...who, more }` costs microseconds on Node 20 (docs/performance.md).
@@ -370,22 +418,28 @@ export class Execution {
   /** How the request ended, for the `complete` event (set by `complete`). */
   private outcome: CompleteEvent['outcome'] = 'stored';
 
-  private async complete(response: StoredResponse, threw: boolean, events?: EventSink): Promise<IdempotencyHttpError | undefined> {
+  /** Stores (or not) the answer of an execution that has just finished, `from` the state it was in. */
+  private async complete(
+    response: StoredResponse,
+    threw: boolean,
+    from: Exclude<ExecutionState, 'finished'>,
+    events?: EventSink,
+  ): Promise<IdempotencyHttpError | undefined> {
     const { store, onError } = this.options;
     const tx = this.transaction;
-    if (tx !== undefined && this.overtime) {
+    if (tx !== undefined && from === 'overtime') {
       // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
       await this.letGo();
       return new ExecutionTimeoutHttpError(this.options.maxExecutionMs, 'nothing');
     }
     const failed = threw || (tx !== undefined && response.status >= 500);
-    if (this.suspended) {
+    if (this.ending === 'suspended') {
       this.outcome = 'suspended';
       if (tx) await tx.rollback().catch(onError);
       await this.yieldLease();
       return undefined;
     }
-    if (this.discarded || (tx !== undefined && failed)) {
+    if (this.ending === 'discarded' || (tx !== undefined && failed)) {
       if (tx) await tx.rollback().catch(onError);
       await this.letGo();
       return undefined;
@@ -406,7 +460,7 @@ export class Execution {
       return undefined;
     }
     try {
-      if (this.leaseLost) throw new LeaseLostError();
+      if (from === 'lost') throw new LeaseLostError();
       await this.deadlines.bound(tx.complete(this.ref, this.token, response), 'complete');
       // A commit that times out may still land: the 503 then means "unknown, retry with the same
       // key", and the retry replays or, after the lease, takes over a record that never completed.
@@ -461,10 +515,10 @@ export class Execution {
 
   /** Ends the execution without a result (the handler was abandoned before producing one). */
   async abort(): Promise<void> {
-    if (this.finished) return;
-    this.end();
+    if (this.toFinished() === undefined) return;
     if (this.transaction) await this.transaction.rollback().catch(this.options.onError);
-    if (this.suspended) {
+    // Read only now: a handler still running may suspend while the rollback waits.
+    if (this.ending === 'suspended') {
       this.outcome = 'suspended';
       await this.yieldLease();
     } else await this.letGo();
@@ -504,8 +558,7 @@ export class Execution {
    * it ends, `finish` still runs (outside transactional mode its completion is fenced by the token).
    */
   private expire(): void {
-    if (this.finished || this.overtime) return;
-    this.overtime = true;
+    if (!this.toOvertime()) return;
     this.stopRenewal();
     const { maxExecutionMs, onError } = this.options;
     const tx = this.transaction;
