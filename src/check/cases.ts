@@ -35,12 +35,13 @@ function expectStatus(expected: number, answer: HttpAnswer, what: string, eviden
   return fail(`${what}: expected ${expected}, got ${answer.status}`, evidence);
 }
 
-/** Sends the same request twice and compares; the building block of several cases. */
-async function twice(ctx: CheckContext, spec: { method?: string; url?: URL; body?: string } = {}) {
+/** Sends the same request twice and compares; the building block of several cases. `body` is made from the key (default: the configured body). */
+async function twice(ctx: CheckContext, spec: { method?: string; url?: URL; body?: (key: string) => string } = {}) {
+  const { body: bodyFor = (k: string) => ctx.body(k), ...request } = spec;
   const key = ctx.key();
-  const body = spec.body ?? ctx.body(key);
-  const first = await ctx.send({ ...spec, key, body });
-  const second = await ctx.send({ ...spec, key, body });
+  const body = bodyFor(key);
+  const first = await ctx.send({ ...request, key, body });
+  const second = await ctx.send({ ...request, key, body });
   return { key, body, first, second, evidence: [`1st → ${describe(first)}`, `2nd → ${describe(second)}`] };
 }
 
@@ -254,11 +255,7 @@ export const CASES: readonly CheckCase[] = [
     async run(ctx) {
       const template = ctx.config.errorBody;
       if (template === undefined) return skip('pass --error-body with a body the handler answers with a 4xx/5xx');
-      const key = ctx.key();
-      const body = render(template, key);
-      const first = await ctx.send({ key, body });
-      const second = await ctx.send({ key, body });
-      const evidence = [`1st → ${describe(first)}`, `2nd → ${describe(second)}`];
+      const { first, second, evidence } = await twice(ctx, { body: (key) => render(template, key) });
       if (first.status < 400) return warn(`--error-body did not produce an error (got ${first.status})`, evidence);
       if (!sameResponse(first, second)) return fail(`the ${first.status} was not replayed: the retry got another answer`, evidence);
       if (!replayed(second)) {
