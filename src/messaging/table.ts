@@ -47,6 +47,17 @@ export function executorOption(value: unknown): SqlExecutor {
   return sqlExecutor(value as SqlDatabase);
 }
 
+const varchar = (length: number) => `VARCHAR(${length})`;
+
+/** The columns and key of the processed-message table, in a dialect's text and integer types. */
+function processedColumns(text: (length: number) => string, integer: string): string {
+  return `  consumer ${text(128)} NOT NULL,
+  message_id ${text(255)} NOT NULL,
+  processed_at ${integer} NOT NULL,
+  expires_at ${integer} NOT NULL,
+  PRIMARY KEY (consumer, message_id)`;
+}
+
 /**
  * The DDL of the processed-message table, one statement per entry. Times are epoch ms from the
  * consumer's clock. MariaDB/MySQL compare ids with a binary collation: `A1` and `a1` are different
@@ -56,37 +67,15 @@ export function processedTableSql(dialect: SqlDialect, table: string = DEFAULT_P
   const t = tableOption(table);
   switch (dialect) {
     case 'postgres':
-      return [
-        `CREATE TABLE IF NOT EXISTS ${t} (
-  consumer VARCHAR(128) NOT NULL,
-  message_id VARCHAR(255) NOT NULL,
-  processed_at BIGINT NOT NULL,
-  expires_at BIGINT NOT NULL,
-  PRIMARY KEY (consumer, message_id)
-)`,
-        `CREATE INDEX IF NOT EXISTS ${t}_expires_at ON ${t} (expires_at)`,
-      ];
+      return [`CREATE TABLE IF NOT EXISTS ${t} (\n${processedColumns(varchar, 'BIGINT')}\n)`, `CREATE INDEX IF NOT EXISTS ${t}_expires_at ON ${t} (expires_at)`];
     case 'sqlite':
       return [
-        `CREATE TABLE IF NOT EXISTS ${t} (
-  consumer TEXT NOT NULL,
-  message_id TEXT NOT NULL,
-  processed_at INTEGER NOT NULL,
-  expires_at INTEGER NOT NULL,
-  PRIMARY KEY (consumer, message_id)
-) WITHOUT ROWID`,
+        `CREATE TABLE IF NOT EXISTS ${t} (\n${processedColumns(() => 'TEXT', 'INTEGER')}\n) WITHOUT ROWID`,
         `CREATE INDEX IF NOT EXISTS ${t}_expires_at ON ${t} (expires_at)`,
       ];
     case 'mysql':
       return [
-        `CREATE TABLE IF NOT EXISTS ${t} (
-  consumer VARCHAR(128) NOT NULL,
-  message_id VARCHAR(255) NOT NULL,
-  processed_at BIGINT NOT NULL,
-  expires_at BIGINT NOT NULL,
-  PRIMARY KEY (consumer, message_id),
-  KEY ${t}_expires_at (expires_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+        `CREATE TABLE IF NOT EXISTS ${t} (\n${processedColumns(varchar, 'BIGINT')},\n  KEY ${t}_expires_at (expires_at)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
       ];
     default:
       throw new InvalidOptionError('dialect', `unknown SQL dialect ${JSON.stringify(dialect)}`);
