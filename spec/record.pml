@@ -67,8 +67,10 @@ byte resp;      /* the stored response: the value the completing attempt answere
 byte crashes, stalls, lates, discards;
 
 /* ---- what the clock needs to know of the servers ---- */
-byte held[NC];    /* the token of the attempt this request's server is running; 0 = none */
-bool paused[NC];  /* that server is frozen (GC pause, partition from the store): no renewals */
+byte held[NC];    /* the token of the attempt this request's server is running; 0 = none. The code's
+                   * Execution is `running` while it is set, until its completion or release (`finished`) */
+bool paused[NC];  /* that server is frozen (GC pause, partition from the store): no renewals.
+                   * The code's `overtime` (past maxExecutionMs) is a freeze that never thaws */
 
 /* ---- ghost state: what the properties are stated on (never read by the protocol) ---- */
 byte owner;          /* 1 + the request whose claim acquired the record last; 0 = none */
@@ -173,7 +175,7 @@ active [NC] proctype request() {
   byte v;             /* the answer */
   bool over;          /* it took the record over */
   bool resumed;       /* it resumes after phase 1 (the record's recovery point) */
-  bool lost;          /* a renewal said the token is no longer current */
+  bool lost;          /* a renewal said the token is no longer current (the code's `lost` state) */
   bool consistent;    /* the answer is the stored result */
 
 retry:
