@@ -187,7 +187,7 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     const installed = (JSON.parse(readFileSync(join(root, 'node_modules/@opentelemetry/api/package.json'), 'utf8')) as { version: string }).version;
     expect(semver.satisfies(installed, pkg.peerDependencies['@opentelemetry/api']!)).toBe(true);
     const importers = spawnSync('grep', ['-rl', '@opentelemetry/', join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
-    expect(importers.map((file) => file.slice(root.length + 1))).toEqual(['src/otel/index.ts']);
+    expect(importers.every((file) => file.slice(root.length + 1).startsWith('src/otel/')), importers.join(', ')).toBe(true);
   });
   it('NestJS and RxJS are optional peers that only `idemkit/nest` imports (issue 18, item 1)', () => {
     for (const name of ['@nestjs/common', '@nestjs/core', 'rxjs']) {
