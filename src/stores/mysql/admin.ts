@@ -6,7 +6,7 @@ import { CorruptRecordError } from '../../core/errors.js';
 import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse, RecordRef } from '../../core/store.js';
 import { checkRecordRef } from '../../core/validate.js';
 import type { MysqlValue } from '../../drivers/mysql.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
+import { checkFilter, detailsOf, isExpiredAt, statsOf, tokenPrefix } from '../shared/admin.js';
 import type { Connections } from './connections.js';
 import { NOW_MS } from './sql.js';
 
@@ -74,19 +74,10 @@ export function mysqlAdmin(db: Connections, table: string): StoreAdmin {
         [table],
       );
       if (!c) throw new CorruptRecordError(`mysql store: admin stats on \`${table}\` returned no row`);
-      const inFlight = Number(c.in_flight);
-      const completed = Number(c.completed);
-      return {
-        now: Number(c.now_ms),
-        inFlight,
-        abandoned: Number(c.abandoned),
-        completed,
-        expired: Number(c.total) - inFlight - completed,
-        oldestInFlight: oldest ? { scope: text(oldest.scope), key: text(oldest.idem_key), leaseUntil: Number(oldest.lease_until) } : null,
-        bodyBytes: Number(c.body_bytes),
-        // InnoDB's own estimate (information_schema), refreshed by the server now and then.
-        ...(size && size.bytes !== null ? { storageBytes: Number(size.bytes) } : {}),
-      };
+      const counts = { now: Number(c.now_ms), total: Number(c.total), inFlight: Number(c.in_flight), abandoned: Number(c.abandoned), completed: Number(c.completed), bodyBytes: Number(c.body_bytes) };
+      const oldestInFlight = oldest ? { scope: text(oldest.scope), key: text(oldest.idem_key), leaseUntil: Number(oldest.lease_until) } : null;
+      // InnoDB's own estimate (information_schema), refreshed by the server now and then.
+      return statsOf(counts, oldestInFlight, size && size.bytes !== null ? Number(size.bytes) : undefined);
     },
     async purge(ref, options = {}): Promise<PurgeOutcome> {
       const params = refParams(ref);

@@ -6,7 +6,7 @@ import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js'
 import type { PurgeOutcome, RecordDetails, RecordStats, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
 import type { PostgresQueryable } from '../../drivers/postgres.js';
 import { isMissingSchema } from '../../drivers/postgres.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
+import { checkFilter, detailsOf, isExpiredAt, statsOf, tokenPrefix } from '../shared/admin.js';
 import type { PostgresNames } from './sql.js';
 import { checkPostgresRef, resolveNames } from './sql.js';
 
@@ -79,21 +79,12 @@ export function postgresAdmin(pool: PostgresQueryable, names: PostgresNames): St
     async stats(): Promise<RecordStats> {
       const [row] = await run('stats', sql.stats);
       if (!row) throw new CorruptRecordError(`postgres store: admin stats on ${where} returned no row`);
-      const inFlight = num(row.in_flight);
-      const completed = num(row.completed);
-      return {
-        now: num(row.now_ms),
-        inFlight,
-        abandoned: num(row.abandoned),
-        completed,
-        expired: num(row.total) - inFlight - completed,
-        oldestInFlight:
-          typeof row.oldest_scope === 'string' && typeof row.oldest_key === 'string'
-            ? { scope: row.oldest_scope, key: row.oldest_key, leaseUntil: num(row.oldest_lease_until) }
-            : null,
-        bodyBytes: num(row.body_bytes),
-        storageBytes: num(row.storage_bytes),
-      };
+      const counts = { now: num(row.now_ms), total: num(row.total), inFlight: num(row.in_flight), abandoned: num(row.abandoned), completed: num(row.completed), bodyBytes: num(row.body_bytes) };
+      const oldestInFlight =
+        typeof row.oldest_scope === 'string' && typeof row.oldest_key === 'string'
+          ? { scope: row.oldest_scope, key: row.oldest_key, leaseUntil: num(row.oldest_lease_until) }
+          : null;
+      return statsOf(counts, oldestInFlight, num(row.storage_bytes));
     },
     async purge(ref, options = {}): Promise<PurgeOutcome> {
       checkPostgresRef(ref);

@@ -35,6 +35,23 @@ export function checkFilter(filter: RecordFilter = {}): CheckedFilter {
   };
 }
 
+/** The counts a SQL store's stats query returns, as numbers, on the store's clock `now`. */
+export interface StatsCounts {
+  readonly now: number;
+  readonly total: number;
+  readonly inFlight: number;
+  readonly abandoned: number;
+  readonly completed: number;
+  readonly bodyBytes: number;
+}
+
+/** `RecordStats` from a SQL store's counts: what is neither in flight nor completed is expired. */
+export function statsOf(c: StatsCounts, oldestInFlight: RecordStats['oldestInFlight'], storageBytes?: number): RecordStats {
+  const { now, inFlight, abandoned, completed, bodyBytes } = c;
+  const expired = c.total - inFlight - completed;
+  return { now, inFlight, abandoned, completed, expired, oldestInFlight, bodyBytes, ...(storageBytes === undefined ? {} : { storageBytes }) };
+}
+
 export const isExpiredAt = (r: { state: string; leaseUntil: number; expiresAt: number }, now: number) =>
   r.expiresAt <= now && (r.state === 'completed' || r.leaseUntil <= now);
 

@@ -6,26 +6,16 @@ import type { Clock, PurgeOutcome, RecordDetails, RecordStats, RecordSummary, St
 import { checkRecordRef } from '../../core/validate.js';
 import { gateFor } from '../../drivers/connection-gate.js';
 import type { SqliteDatabase } from '../../drivers/sqlite.js';
-import { checkFilter, detailsOf, isExpiredAt, tokenPrefix } from '../shared/admin.js';
+import type { Row as RecordRow } from './record.js';
+import { checkFilter, detailsOf, isExpiredAt, statsOf, tokenPrefix } from '../shared/admin.js';
 
-interface Row {
+/** A row as the admin reads it: the record's columns, and what only the admin shows. */
+interface Row extends RecordRow {
   scope: string;
   key: string;
-  state: 'in_flight' | 'completed';
-  fingerprint: string;
   token: string;
   attempt: number;
-  lease_until: number;
-  expires_at: number;
-  recovery_point: string | null;
-  recovery_data: string | null;
-  status: number | null;
-  headers: string | null;
-  body: Uint8Array | null;
-  body_omitted: number;
   body_bytes: number | null;
-  created_at: number | null;
-  updated_at: number | null;
 }
 
 /** `table` is the store's, already checked to be a plain identifier. */
@@ -81,17 +71,9 @@ export function sqliteAdmin(db: SqliteDatabase, table: string, now: Clock): Stor
         const time = now();
         const c = counts.get({ now: time }) as Record<'total' | 'in_flight' | 'abandoned' | 'completed' | 'body_bytes', number>;
         const first = oldest.get({ now: time }) as { scope: string; key: string; lease_until: number } | undefined;
-        const inFlight = Number(c.in_flight);
-        const completed = Number(c.completed);
-        return {
-          now: time,
-          inFlight,
-          abandoned: Number(c.abandoned),
-          completed,
-          expired: Number(c.total) - inFlight - completed,
-          oldestInFlight: first ? { scope: first.scope, key: first.key, leaseUntil: Number(first.lease_until) } : null,
-          bodyBytes: Number(c.body_bytes),
-        };
+        const oldestInFlight = first ? { scope: first.scope, key: first.key, leaseUntil: Number(first.lease_until) } : null;
+        const tally = { now: time, total: Number(c.total), inFlight: Number(c.in_flight), abandoned: Number(c.abandoned), completed: Number(c.completed), bodyBytes: Number(c.body_bytes) };
+        return statsOf(tally, oldestInFlight);
       }),
     purge: (ref, options = {}) =>
       gate.run((): PurgeOutcome => {
