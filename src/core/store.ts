@@ -181,20 +181,8 @@ export interface RecordDetails extends Omit<IdempotencyRecord, 'createdAt' | 'up
 }
 
 /** One line of a listing (`idemkit list`): the record without its recovery data, headers and body. */
-export interface RecordSummary {
-  readonly scope: string;
-  readonly key: string;
-  readonly state: RecordState;
-  readonly fingerprint: string;
-  readonly leaseUntil: number;
-  readonly expiresAt: number;
-  readonly expired: boolean;
-  readonly attempt: number;
-  /** When the record was claimed (see `RecordDetails.createdAt`); `null` when unknown. */
-  readonly createdAt: number | null;
-  /** Its last change (see `RecordDetails.updatedAt`); `null` when unknown. */
-  readonly updatedAt: number | null;
-  readonly recoveryPoint?: string | undefined;
+export interface RecordSummary
+  extends Pick<RecordDetails, 'scope' | 'key' | 'state' | 'fingerprint' | 'leaseUntil' | 'expiresAt' | 'expired' | 'attempt' | 'createdAt' | 'updatedAt' | 'recoveryPoint'> {
   /** The stored status of a completed record. */
   readonly status?: number | undefined;
   /** The stored body's length; `null` when it was omitted (over `maxResponseBytes`) or not yet stored. */
