@@ -3,9 +3,10 @@ import { parseArgs } from 'node:util';
 import { CliUsageError } from '../check/errors.js';
 import type { RecordState } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
-import type { OpenedStore, StoreNames } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, openStore, parseStoreUrl, scrub } from './store-url.js';
-import type { StoreUrl } from './store-url.js';
+import type { OpenedStore } from './open/driver.js';
+import { openStore } from './open/store.js';
+import type { StoreNames, StoreUrl } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, parseStoreUrl, scrub } from './store-url.js';
 import { UNKNOWN_TIME, ago, bodyPreview, describeFailure, inspectJson, iso, statsJson, summaryJson } from './format.js';
 import { printable, quoted, terminalJson, terminalText } from './terminal.js';
 

@@ -5,7 +5,7 @@ import { isUtf8 } from 'node:buffer';
 import { CorruptRecordError, IdemkitError, StoreSchemaMissingError, StoreUnavailableError } from '../core/errors.js';
 import type { RecordDetails, RecordStats, RecordSummary } from '../core/store.js';
 import { formatDuration } from '../check/flags.js';
-import { Unreachable } from './store-url.js';
+import { Unreachable } from './open/driver.js';
 
 /** How much of a body `inspect` shows: UTF-8 text up to this many bytes, binary as hex up to HEX_PREVIEW_BYTES. */
 export const TEXT_PREVIEW_BYTES = 1024;

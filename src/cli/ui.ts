@@ -11,9 +11,10 @@ import { CliUsageError } from '../check/errors.js';
 import { IdemkitError, InvalidRecordRefError } from '../core/errors.js';
 import type { RecordDetails, RecordFilter, RecordState, RecordSummary, StoreAdmin } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
-import type { OpenedStore } from './store-url.js';
+import type { OpenedStore } from './open/driver.js';
+import { openStore } from './open/store.js';
 import type { StoreUrl } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, openStore, parseStoreUrl, scrub } from './store-url.js';
+import { STORE_FLAGS, URL_FORMS, parseStoreUrl, scrub } from './store-url.js';
 import { UNKNOWN_TIME, ago, describeFailure, inspectJson, statsJson, summaryJson } from './format.js';
 import { terminalText } from './terminal.js';
 

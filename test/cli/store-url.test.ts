@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { CliUsageError } from '../../src/check/errors.js';
 import { HEX_PREVIEW_BYTES, TEXT_PREVIEW_BYTES, bodyPreview } from '../../src/cli/format.js';
 import { parseDuration } from '../../src/check/flags.js';
-import { importDriver, parseStoreUrl, redact, scrub } from '../../src/cli/store-url.js';
+import { importDriver } from '../../src/cli/open/driver.js';
+import { parseStoreUrl, redact, scrub } from '../../src/cli/store-url.js';
 import { printable, quoted, terminalJson, terminalText } from '../../src/cli/terminal.js';
 
 describe('store URLs', () => {
