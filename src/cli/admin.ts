@@ -1,22 +1,18 @@
 // The `idemkit` store commands: migrate, inspect, list, purge, reap, stats (docs/cli.md).
-import { parseArgs } from 'node:util';
 import { CliUsageError } from '../check/errors.js';
 import type { RecordState } from '../core/store.js';
 import { formatDuration, parseDuration, parseWholeNumber } from '../check/flags.js';
+import type { Io } from './command.js';
+import { failed, parseStoreFlags, scrubbedIo, storeUrlOption } from './command.js';
 import type { OpenedStore } from './open/driver.js';
 import { openStore } from './open/store.js';
 import type { StoreNames, StoreUrl } from './store-url.js';
-import { STORE_FLAGS, URL_FORMS, parseStoreUrl, scrub } from './store-url.js';
+import { URL_FORMS, parseStoreUrl } from './store-url.js';
 import { UNKNOWN_TIME, ago, bodyPreview, describeFailure, inspectJson, iso, statsJson, summaryJson } from './format.js';
-import { printable, quoted, terminalJson, terminalText } from './terminal.js';
+import { printable, quoted, terminalJson } from './terminal.js';
 
 export const STORE_COMMANDS = ['migrate', 'inspect', 'list', 'purge', 'reap', 'stats'] as const;
 export type StoreCommand = (typeof STORE_COMMANDS)[number];
-
-export interface Io {
-  out(text: string): void;
-  err(text: string): void;
-}
 
 /** Exit codes: 0 done, 1 not found or refused, 2 bad usage or the store could not be used. */
 export const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
@@ -86,28 +82,21 @@ interface Parsed {
   };
 }
 
-function parse(command: StoreCommand, argv: readonly string[]): Parsed {
-  try {
-    const { values, positionals } = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        ...STORE_FLAGS,
-        scope: { type: 'string' },
-        state: { type: 'string' },
-        'older-than': { type: 'string' },
-        limit: { type: 'string' },
-        json: { type: 'boolean' },
-        yes: { type: 'boolean', short: 'y' },
-        force: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-    return { values, positionals };
-  } catch (error) {
-    throw new CliUsageError((error as Error).message);
-  }
+function parse(argv: readonly string[]): Parsed {
+  return parseStoreFlags(
+    argv,
+    {
+      scope: { type: 'string' },
+      state: { type: 'string' },
+      'older-than': { type: 'string' },
+      limit: { type: 'string' },
+      json: { type: 'boolean' },
+      yes: { type: 'boolean', short: 'y' },
+      force: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    true,
+  );
 }
 
 const ALLOWED: Record<StoreCommand, ReadonlyArray<keyof Parsed['values']>> = {
@@ -123,14 +112,9 @@ const ALLOWED: Record<StoreCommand, ReadonlyArray<keyof Parsed['values']>> = {
 export async function runStoreCommand(command: StoreCommand, argv: readonly string[], terminal: Io, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let opened: OpenedStore | undefined;
   let parsedUrl: StoreUrl | undefined;
-  // Every line out is escaped for a terminal and has the URL's secrets taken out: fields were made
-  // printable where they were formatted, this catches what an error message echoes.
-  const io: Io = {
-    out: (text) => terminal.out(terminalText(scrub(text, parsedUrl))),
-    err: (text) => terminal.err(terminalText(scrub(text, parsedUrl))),
-  };
+  const io = scrubbedIo(terminal, () => parsedUrl);
   try {
-    const { values: v, positionals } = parse(command, argv);
+    const { values: v, positionals } = parse(argv);
     if (v.help) {
       io.out(`${STORE_USAGE[command]}\n\n${COMMON_FOOTER}`);
       return EXIT.ok;
@@ -143,8 +127,7 @@ export async function runStoreCommand(command: StoreCommand, argv: readonly stri
       throw new CliUsageError(takesKey ? `one KEY expected, got ${positionals.length}` : `unexpected argument ${JSON.stringify(positionals[0])}`);
     }
     if (takesKey && v.scope === undefined) throw new CliUsageError('--scope is required (the tenant the key belongs to; --scope "" for the empty scope)');
-    const url = v.store ?? env.IDEMKIT_STORE_URL;
-    if (url === undefined || url === '') throw new CliUsageError(`--store URL is required (or set IDEMKIT_STORE_URL): ${URL_FORMS}`);
+    const url = storeUrlOption(v.store, env);
     const names: StoreNames = { table: v.table, schema: v.schema, prefix: v.prefix };
     const filter = command === 'list' ? listFilter(v) : undefined;
     const limit = command === 'reap' && v.limit !== undefined ? whole('--limit', v.limit, 1) : undefined;
@@ -169,9 +152,7 @@ export async function runStoreCommand(command: StoreCommand, argv: readonly stri
     }
     throw new CliUsageError(`unknown command ${command as string}`);
   } catch (error) {
-    io.err(`idemkit ${command}: ${describe(error, opened)}`);
-    if (error instanceof CliUsageError && !/is not installed|could not be loaded/.test(error.message)) io.err(`Run \`idemkit ${command} --help\` for usage.`);
-    return EXIT.usage;
+    return failed(io, command, describe(error, opened), error);
   } finally {
     await opened?.close().catch(() => {});
   }
