@@ -59,15 +59,16 @@ function times(r: { createdAt: number | null; updatedAt: number | null; leaseUnt
   return { createdAt: isoOrNull(r.createdAt), updatedAt: isoOrNull(r.updatedAt), leaseUntil: iso(r.leaseUntil), expiresAt: iso(r.expiresAt) };
 }
 
+/** What names a record and says what it is, the first fields of both JSON shapes. */
+function identity(r: Pick<RecordSummary, 'scope' | 'key' | 'state' | 'expired' | 'fingerprint'>) {
+  return { scope: r.scope, key: r.key, state: r.state, expired: r.expired, fingerprint: r.fingerprint };
+}
+
 /** The stable JSON of `idemkit inspect --json` (docs/cli.md). */
 export function inspectJson(r: RecordDetails) {
   const response = r.response;
   return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    expired: r.expired,
-    fingerprint: r.fingerprint,
+    ...identity(r),
     tokenPrefix: r.tokenPrefix,
     attempt: r.attempt,
     ...times(r),
@@ -88,11 +89,7 @@ export function inspectJson(r: RecordDetails) {
 /** One record of `idemkit list --json`. */
 export function summaryJson(r: RecordSummary) {
   return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    expired: r.expired,
-    fingerprint: r.fingerprint,
+    ...identity(r),
     attempt: r.attempt,
     ...times(r),
     recoveryPoint: r.recoveryPoint ?? null,
