@@ -528,3 +528,125 @@ describe('what an adapter asks the engine', () => {
     expect(required.parseKey('abc')).toBe('abc');
   });
 });
+
+describe('edges of decide', () => {
+  it('passesAtOnce: a header read as null is no key; a list with a key is one', () => {
+    const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), required: false });
+    const listing = (values: readonly string[] | null): RequestReader<Req> => ({ ...reader, header: () => values });
+    expect(engine.passesAtOnce({}, listing(null))).toBe(true);
+    expect(engine.passesAtOnce({}, listing(['k']))).toBe(false);
+  });
+
+  it("a reader that requires a key where the engine does not: a keyless request is refused", async () => {
+    const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), required: false });
+    expect(rejected(await engine.decide({}, { ...reader, required: true }))).toEqual([400, 'ERR_IDEMKIT_KEY_MISSING']);
+    expect((await engine.decide({}, reader)).kind).toBe('pass');
+  });
+
+  it('a reader that throws something unexpected at once rejects the promise', async () => {
+    const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }) });
+    const broken: RequestReader<Req> = {
+      ...reader,
+      readBody: () => {
+        throw new TypeError('stream already read');
+      },
+    };
+    await expect(engine.decide({ key: 'k' }, broken)).rejects.toThrow('stream already read');
+  });
+
+  it('a lone surrogate in the scope is refused saying why', async () => {
+    const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), scope: () => 'tenant-\ud800' });
+    const decision = await engine.decide({ key: 'k' }, reader);
+    expect(decision.kind === 'reject' && decision.error.problem().detail).toContain('the `scope` hook returned ill-formed UTF-16 (a lone surrogate)');
+  });
+
+  it('previousScope is given the request the reader put in place, and may answer with a promise', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    await executionOf(await engineOf({ store: base, scope: () => 'old' }).engine.decide({ key: 'k' }, reader)).finish(answer);
+    const seen: Req[] = [];
+    const replacement: Req = { key: 'k', tenant: 'old' };
+    const replacing: RequestReader<Req> = { ...reader, readBody: () => ({ body: Buffer.from('{"amount":1,"note":"a"}'), request: replacement }) };
+    const { engine } = engineOf({
+      store: base,
+      scope: () => 'new',
+      previousScope: (request) => {
+        seen.push(request);
+        return Promise.resolve(request.tenant ?? '');
+      },
+    });
+    expect(replayed(await engine.decide({ key: 'k' }, replacing))).toBe('{"paid":true}');
+    expect(seen).toEqual([replacement]);
+    expect(seen[0]).toBe(replacement);
+  });
+
+  it('a record gone by the time a mismatch is looked into: the mismatch stands, nothing reported', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    const { store } = counting(base, { claim: () => Promise.resolve({ kind: 'mismatch' }), get: () => Promise.resolve(undefined) });
+    const { engine, reported } = engineOf({ store });
+    expect(rejected(await engine.decide({ key: 'k' }, reader))).toEqual([422, 'ERR_IDEMKIT_KEY_MISMATCH']);
+    expect(reported).toEqual([]);
+  });
+
+  it('a read past storeTimeoutMs while looking into a mismatch is reported naming the operation', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    const { store } = counting(base, { claim: () => Promise.resolve({ kind: 'mismatch' }), get: () => new Promise(() => {}) });
+    const { engine, reported } = engineOf({ store, storeTimeoutMs: 100 });
+    const decided = engine.decide({ key: 'k' }, reader);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(rejected(await decided)).toEqual([422, 'ERR_IDEMKIT_KEY_MISMATCH']);
+    expect((reported[0] as Error).message).toBe('store get did not answer within 100 ms (option `storeTimeoutMs`)');
+  });
+
+  it('a claim past storeTimeoutMs: 503 naming the operation; a late answer that claimed nothing is left alone', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    await executionOf(await engineOf({ store: base }).engine.decide({ key: 'k' }, reader)).finish(answer);
+    const { store, releases } = counting(base, {
+      claim: async (r, fp, options) => {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        return base.claim(r, fp, options);
+      },
+    });
+    const { engine, reported } = engineOf({ store, storeTimeoutMs: 100 });
+    const decided = engine.decide({ key: 'k' }, reader);
+    await vi.advanceTimersByTimeAsync(200);
+    const decision = await decided;
+    expect(rejected(decision)).toEqual([503, 'ERR_IDEMKIT_STORE_UNAVAILABLE']);
+    expect(((decision.kind === 'reject' && decision.error.cause) as Error).message).toBe('store claim did not answer within 100 ms (option `storeTimeoutMs`)');
+    await vi.advanceTimersByTimeAsync(400);
+    expect(releases).toEqual([]);
+    expect(reported).toHaveLength(1);
+  });
+
+  it('a transaction that opens after storeTimeoutMs: 503 naming the operation, and rolled back when it opens', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    let rolledBack = 0;
+    const store: TransactionalStore = {
+      ...base,
+      claim: base.claim.bind(base),
+      renew: base.renew.bind(base),
+      checkpoint: base.checkpoint.bind(base),
+      complete: base.complete.bind(base),
+      release: base.release.bind(base),
+      get: base.get.bind(base),
+      beginTransaction: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        return { tx: {}, complete: async () => {}, checkpoint: async () => {}, commit: async () => {}, rollback: async () => void rolledBack++ };
+      },
+    };
+    const { engine } = engineOf({ store, transactional: true, storeTimeoutMs: 100 });
+    const decided = engine.decide({ key: 'k' }, reader);
+    await vi.advanceTimersByTimeAsync(200);
+    const decision = await decided;
+    expect(((decision.kind === 'reject' && decision.error.cause) as Error).message).toBe('store beginTransaction did not answer within 100 ms (option `storeTimeoutMs`)');
+    expect(rolledBack).toBe(0);
+    await vi.advanceTimersByTimeAsync(400);
+    expect(rolledBack).toBe(1);
+  });
+
+  it('withOverrides: an override left undefined keeps the parent’s own value, not the default', () => {
+    const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), leaseMs: 300, retryAfterMs: 50 });
+    const derived = engine.withOverrides({ leaseMs: undefined, retryAfterMs: 70 });
+    expect(derived.options.leaseMs).toBe(300);
+    expect(derived.options.retryAfterMs).toBe(70);
+  });
+});
