@@ -167,16 +167,9 @@ export interface RecordDetails extends Omit<IdempotencyRecord, 'createdAt' | 'up
   readonly now: number;
   /** Past its window with no live lease: claims treat it as absent, and `reap` deletes it. */
   readonly expired: boolean;
-  /**
-   * When the record was claimed, on the store's clock. A take-over keeps it (the operator's "how
-   * old is this request"); a claim after the window ended starts a new record, and a new time.
-   * `null` when unknown: a record written before the store kept it (an older idemkit).
-   */
+  /** `IdempotencyRecord.createdAt` (how old the request is), `null` when unknown. */
   readonly createdAt: number | null;
-  /**
-   * The record's last change on the store's clock: a claim or take-over, a renewal, a checkpoint,
-   * the completion. Reads (a replay, an in-flight or mismatch answer) leave it. `null` when unknown.
-   */
+  /** `IdempotencyRecord.updatedAt` (the record's last change), `null` when unknown. */
   readonly updatedAt: number | null;
 }
 
