@@ -217,6 +217,8 @@ describe('the complete event', () => {
       },
     });
     const { engine } = engineOf({ store, events });
+    // Not at the fake clock's zero, so that a sum would not pass for a difference.
+    await vi.advanceTimersByTimeAsync(1_000);
     const execution = await executing(engine, 'timed');
     await vi.advanceTimersByTimeAsync(25.5);
     const finished = execution.finish(answer);
@@ -281,12 +283,15 @@ describe('ctx.beginTransaction (a recovery phase of its own)', () => {
   it('is refused in transactional mode, after the request ended, and on a store without transactions', async () => {
     const { store } = transactionalMemory();
     const transactional = engineOf({ store, transactional: true }).engine;
-    await expect((await executing(transactional, 'tx')).context.beginTransaction()).rejects.toThrow(TransactionalModeError);
+    const inTransaction = (await executing(transactional, 'tx')).context.beginTransaction();
+    await expect(inTransaction).rejects.toThrow(TransactionalModeError);
+    await expect(inTransaction).rejects.toThrow('ctx.beginTransaction() is refused in transactional mode');
 
     const plain = engineOf({ store }).engine;
     const ended = await executing(plain, 'ended');
     await ended.finish(answer);
     await expect(ended.context.beginTransaction()).rejects.toThrow(ExecutionEndedError);
+    await expect(ended.context.beginTransaction()).rejects.toThrow('ctx.beginTransaction() after the request has ended');
 
     const memory = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }) }).engine;
     const refused = (await executing(memory, 'none')).context.beginTransaction();
