@@ -1,88 +1,25 @@
-import {
-  IdempotencyHttpError,
-  InvalidRecordRefError,
-  InvalidScopeError,
-  KeyInFlightError,
-  KeyMismatchError,
-  MissingKeyError,
-  StoreBusyError,
-  StoreFullError,
-  StoreSchemaMissingError,
-  StoreUnavailableError,
-} from './errors.js';
-import type { FingerprintInput } from './fingerprint.js';
-import { FINGERPRINT_VERSION, fieldsDigest, fingerprint, fingerprintForm } from './fingerprint.js';
+import { IdempotencyHttpError, InvalidRecordRefError, InvalidScopeError, KeyInFlightError, KeyMismatchError, MissingKeyError } from './errors.js';
+import { fieldsDigest, fingerprint } from './fingerprint.js';
 import { Deadlines, lateExplainerOf } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { parseIdempotencyKey } from './key.js';
 import type { EngineOptions, IdempotencyOptions, ResolvedOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { ReaderSettings } from './option-reader.js';
-import type { Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from './store.js';
+import type { Claim, RecordRef, StoreTransaction, TransactionalStore } from './store.js';
 import { REPRESENTATION_HEADERS } from './response.js';
 import { isReservedScope } from './namespaces.js';
+import { since } from './events.js';
 import { Execution } from './execution.js';
 import type { ExecutionGuard } from './execution.js';
-import type { EventSink } from './events.js';
-import { since } from './events.js';
+import type { Decision, RequestBody, RequestFacts, RequestReader } from './engine-request.js';
+import type { Claiming, OtherSettings } from './engine-claim.js';
+import { OTHER_SETTINGS_DETAIL, claimAs, giveBack } from './engine-claim.js';
+import { storeDown, tellAcquired, tellConflict, tellMismatch, tellRejected, tellReplay } from './engine-outcome.js';
 
 export { Execution } from './execution.js';
 export type { AbandonedCheck, ContextFor, FencedTransaction, HandlerTx, IdempotencyContext } from './execution.js';
-
-/** The request facts the engine needs, read by the adapter. */
-export type RequestFacts = FingerprintInput;
-
-/** A request body as an adapter read it (`RequestReader.readBody`). */
-export interface RequestBody<Req = unknown> {
-  /** The body bytes (empty when only a parsed value is left). */
-  readonly body: Uint8Array;
-  /** The parsed body, when the framework parsed it (see `FingerprintInput.parsedJson`). */
-  readonly parsedJson?: { readonly value: unknown };
-  /**
-   * The request to use from here on, when reading the body replaced it (a fetch `Request`, whose
-   * body can be read once): the scope hook and the handler get this one.
-   */
-  readonly request?: Req;
-}
-
-/**
- * How one framework's request is read: written once per adapter (or per route), not per request,
- * so that `decide` allocates nothing to learn about a request.
- */
-export interface RequestReader<Req, Body extends RequestBody<Req> = RequestBody<Req>> {
-  method(request: Req): string;
-  /** Every occurrence of a request header; `name` is lower-case. */
-  header(request: Req, name: string): readonly string[] | string | null | undefined;
-  /** The path with its query string, as received. */
-  path(request: Req): string;
-  contentType(request: Req): string | null | undefined;
-  /**
-   * Reads the body, up to `limit` bytes: throws `BodyTooLargeError` past it (answered 413). Called
-   * only for a request that carries a key. A plain value is used as it is, without waiting a turn.
-   */
-  readBody(request: Req, limit: number): Body | PromiseLike<Body>;
-  /** Overrides the engine's `required` (a Fastify route's own setting). */
-  readonly required?: boolean;
-}
-
-/**
- * The engine's one answer to a request, from `decide`. Errors the client caused or the store
- * reported arrive as `reject`, never thrown; only unexpected ones (a bug, a scope hook that threw
- * something else) reject the promise, and the adapter hands those to its framework.
- */
-export type Decision<Req = unknown, Body extends RequestBody<Req> = RequestBody<Req>> =
-  /**
-   * Run the handler unprotected: the method is not covered, the request has no key and none is
-   * required, or (`failOpen`) the store is down. After a fail-open the body was read: `body` is it.
-   */
-  | { readonly kind: 'pass'; readonly failOpen: false; readonly body: undefined }
-  | { readonly kind: 'pass'; readonly failOpen: true; readonly body: Body }
-  /** Send this stored answer (`replayHeaderList`/`replayHeaderRecord`, `replayBody`). */
-  | { readonly kind: 'replay'; readonly response: StoredResponse }
-  /** Send this problem (400 key, 413, 409, 422, 503, invalid scope…); nothing was claimed. */
-  | { readonly kind: 'reject'; readonly error: IdempotencyHttpError }
-  /** Run the handler under `execution`, then `execution.finish` with its answer. */
-  | { readonly kind: 'execute'; readonly execution: Execution; readonly body: Body };
+export type { Decision, RequestBody, RequestFacts, RequestReader } from './engine-request.js';
 
 /** The one answer for every request that passes without a key: shared, already resolved. */
 const PASSED: Promise<{ readonly kind: 'pass'; readonly failOpen: false; readonly body: undefined }> = Promise.resolve(
@@ -126,12 +63,11 @@ export class IdempotencyEngine<Req = unknown> {
   private readonly headerName: string;
   private readonly keeper: LeaseKeeper;
   private readonly deadlines: Deadlines;
-  private readonly claimOptions: ClaimOptions;
+  /** The store, its deadlines, the claim's lease and window, the known field lists (engine-claim.ts). */
+  private readonly claiming: Claiming;
   private readonly shared: Shared;
   /** The options as given, which `withOverrides` overrides. */
   private readonly given: EngineOptions<Req>;
-  /** The field lists this engine can fingerprint a retry with, by their digest (`fingerprintFields`, `previousFingerprintFields`). */
-  private readonly knownFields: ReadonlyMap<string, readonly string[]>;
 
   /** `naming` and `parent` are `withOverrides`'s: call it rather than passing them. */
   constructor(options: EngineOptions<Req>, naming?: ReaderSettings, parent?: IdempotencyEngine<Req>) {
@@ -139,7 +75,6 @@ export class IdempotencyEngine<Req = unknown> {
     // A derived engine reports through its parent's onError, so that the logger's rate limit (one
     // line per distinct failure) holds across every route rather than per route.
     this.options = parent === undefined ? resolved : Object.assign({}, resolved, { onError: parent.options.onError });
-    this.claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
     // storeTimeoutMs is never overridden: a derived engine bounds its store calls with its parent's timer.
     this.given = options;
     this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs, lateExplainerOf(this.options.store)), keepers: new Map() };
@@ -147,7 +82,8 @@ export class IdempotencyEngine<Req = unknown> {
     this.headerName = this.options.header.toLowerCase();
     const knownFields = new Map<string, readonly string[]>();
     for (const fields of [this.options.fingerprintFields, this.options.previousFingerprintFields]) if (fields) knownFields.set(fieldsDigest(fields), fields);
-    this.knownFields = knownFields;
+    const claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
+    this.claiming = { store: this.options.store, deadlines: this.deadlines, claimOptions, knownFields, onError: this.options.onError };
     this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
     // Ticks every third of a lease: renews leases (unless renewLease is off), and asks each
     // adapter's check whether an answer went out without us (Execution.watch).
@@ -253,7 +189,7 @@ export class IdempotencyEngine<Req = unknown> {
       // Only a listener makes the engine read a clock for it.
       const claimedFrom = events === undefined ? 0 : performance.now();
       try {
-        claim = await this.claimAs(ref, fp, facts);
+        claim = await claimAs(this.claiming, ref, fp, facts);
       } catch (error) {
         return this.claimFailed(error, ref, method, facts, request, reader, body);
       }
@@ -271,7 +207,7 @@ export class IdempotencyEngine<Req = unknown> {
           const invalid = invalidScope(previous, 'previousScope');
           if (invalid !== undefined) throw invalid;
         } catch (error) {
-          await this.giveBack(ref, claim).catch(options.onError);
+          await giveBack(options.store, ref, claim).catch(options.onError);
           if (!(error instanceof IdempotencyHttpError)) throw error;
           return this.rejected(error, method, request, reader);
         }
@@ -279,9 +215,9 @@ export class IdempotencyEngine<Req = unknown> {
           const old: RecordRef = { scope: previous, key };
           let found: Claim | OtherSettings;
           try {
-            found = await this.claimAs(old, fp, facts);
+            found = await claimAs(this.claiming, old, fp, facts);
           } catch (error) {
-            await this.giveBack(ref, claim).catch(options.onError);
+            await giveBack(options.store, ref, claim).catch(options.onError);
             return this.claimFailed(error, old, method, facts, request, reader, body);
           }
           if (found.kind === 'acquired' && !found.takeover) {
@@ -289,7 +225,7 @@ export class IdempotencyEngine<Req = unknown> {
           } else {
             // The key was used under the previous scope: answered from that record (a take-over
             // of it runs there, resuming from its recovery point), and this scope's claim undone.
-            await this.giveBack(ref, claim).catch(options.onError);
+            await giveBack(options.store, ref, claim).catch(options.onError);
             claim = found;
             at = old;
           }
@@ -297,19 +233,13 @@ export class IdempotencyEngine<Req = unknown> {
       }
       switch (claim.kind) {
         case 'completed':
-          if (events?.wants('replay')) {
-            const who = events.request(at.scope, key, method, facts.path);
-            events.emit('replay', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: claim.response.status, storeMs: since(claimedFrom) });
-          }
+          if (events?.wants('replay')) tellReplay(events, at, method, facts.path, claim.response.status, claimedFrom);
           return { kind: 'replay', response: claim.response };
         case 'mismatch':
-          if (events?.wants('mismatch')) {
-            const who = events.request(at.scope, key, method, facts.path);
-            events.emit('mismatch', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 422, storeMs: since(claimedFrom) });
-          }
+          if (events?.wants('mismatch')) tellMismatch(events, at, method, facts.path, claimedFrom);
           return { kind: 'reject', error: new KeyMismatchError('otherSettings' in claim ? OTHER_SETTINGS_DETAIL : undefined) };
         case 'acquired':
-          if (events !== undefined) this.acquired(events, claim, facts, at, since(claimedFrom));
+          if (events !== undefined) tellAcquired(events, claim, facts, at, since(claimedFrom));
           if (options.transactional) return this.startTransactionalExecution(at, claim, body, facts, guard);
           return { kind: 'execute', execution: new Execution(options, at, claim, undefined, this.keeper, this.deadlines, facts, guard), body };
         case 'in_flight': {
@@ -318,10 +248,7 @@ export class IdempotencyEngine<Req = unknown> {
             // The hint is how long the original likely takes (`retryAfterMs`), bounded by what is
             // left of its lease: after that a retry takes over anyway.
             const retryAfterMs = Math.min(options.retryAfterMs, claim.retryAfterMs);
-            if (events?.wants('conflict')) {
-              const who = events.request(at.scope, key, method, facts.path);
-              events.emit('conflict', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 409, retryAfterMs, storeMs: since(claimedFrom) });
-            }
+            if (events?.wants('conflict')) tellConflict(events, at, method, facts.path, retryAfterMs, claimedFrom);
             return { kind: 'reject', error: new KeyInFlightError(retryAfterMs) };
           }
           // Waiters poll far more often than the hint: a short handler's result is replayed soon
@@ -331,66 +258,6 @@ export class IdempotencyEngine<Req = unknown> {
         }
       }
     }
-  }
-
-  /**
-   * Claims `ref` with this request's fingerprint. When the store answers mismatch, the record may
-   * have been made with other fingerprint settings (another instance, or a deploy that changed
-   * `fingerprintFields`): its stored fingerprint says how it was made, and the request is checked
-   * that way. Same request by the record's own measure: claimed again with the record's
-   * fingerprint, so the store decides atomically as for any retry. A different request: mismatch.
-   * Settings this engine does not know: mismatch, saying so.
-   */
-  private async claimAs(ref: RecordRef, fp: string, facts: RequestFacts): Promise<Claim | OtherSettings> {
-    const claim = await this.claimOnce(ref, fp);
-    if (claim.kind !== 'mismatch') return claim;
-    const { store, onError } = this.options;
-    let stored: string | undefined;
-    try {
-      stored = (await this.deadlines.bound(store.get(ref), 'get'))?.fingerprint;
-    } catch (error) {
-      // The claim's answer stands: a mismatch by this engine's settings.
-      onError(error);
-      return claim;
-    }
-    if (stored === undefined || stored === fp) return claim;
-    const theirs = this.fingerprintLike(stored, facts);
-    if (theirs === undefined) return OTHER_SETTINGS;
-    return theirs === stored ? this.claimOnce(ref, theirs) : claim;
-  }
-
-  private claimOnce(ref: RecordRef, fp: string): Promise<Claim> {
-    return this.deadlines.bound(
-      this.options.store.claim(ref, fp, this.claimOptions),
-      'claim',
-      // The client already got its 503: a claim that lands later must not block its retry for a lease.
-      (late) => {
-        if (late.kind === 'acquired') this.giveBack(ref, late).catch(this.options.onError);
-      },
-    );
-  }
-
-  /**
-   * This request's fingerprint made the way `stored` was, or undefined when that way is unknown
-   * here (another field list, an earlier release's form). A `v2:<hex>` fingerprint is the whole
-   * body, or, written by a release before the form named its fields, a field list this engine
-   * knows: each is tried, and a match is returned in the stored form.
-   */
-  private fingerprintLike(stored: string, facts: RequestFacts): string | undefined {
-    const form = fingerprintForm(stored);
-    if (form === undefined) return undefined;
-    if (form.fieldsDigest !== undefined) {
-      const fields = this.knownFields.get(form.fieldsDigest);
-      return fields === undefined ? undefined : fingerprint(facts, { fields });
-    }
-    const whole = fingerprint(facts);
-    if (whole === stored) return whole;
-    for (const fields of this.knownFields.values()) {
-      const made = fingerprint(facts, { fields });
-      const bare = `${FINGERPRINT_VERSION}:${made.slice(made.lastIndexOf(':') + 1)}`;
-      if (bare === stored) return bare;
-    }
-    return whole;
   }
 
   /** A claim that threw: a scope the store cannot keep is the request's problem; anything else an outage. */
@@ -408,16 +275,7 @@ export class IdempotencyEngine<Req = unknown> {
     if (error instanceof InvalidRecordRefError && error.field === 'scope') return this.rejected(new InvalidScopeError(error.reason), method, request, reader);
     const { events } = this.options;
     if (events?.wants('storeError')) events.emit('storeError', { operation: 'claim', error, request: events.request(ref.scope, ref.key, method, facts.path) });
-    return this.storeDown(error, body);
-  }
-
-  /** Tells `execute` (and `takeover`) listeners about a claim. */
-  private acquired(events: EventSink, claim: Extract<Claim, { kind: 'acquired' }>, facts: RequestFacts, ref: RecordRef, storeMs: number): void {
-    const who = events.request(ref.scope, ref.key, facts.method, facts.path);
-    // Each event's fields by name: `{ ...who, more }` costs microseconds on Node 20 (docs/performance.md).
-    const { scope, key, method, path } = who;
-    if (claim.takeover && events.wants('takeover')) events.emit('takeover', { scope, key, method, path, resumeFrom: claim.resumeFrom });
-    events.emit('execute', { scope, key, method, path, takeover: claim.takeover, storeMs });
+    return storeDown(this.options, error, body);
   }
 
   /** A request refused before anything was claimed: told to `rejected` listeners, answered with its problem. */
@@ -428,11 +286,7 @@ export class IdempotencyEngine<Req = unknown> {
     reader: RequestReader<Req, Body>,
   ): Decision<Req, Body> {
     const { events } = this.options;
-    if (events?.wants('rejected')) {
-      const path = reader.path(request);
-      const query = path.indexOf('?');
-      events.emit('rejected', { status: error.status, code: error.code, method, path: query === -1 ? path : path.slice(0, query) });
-    }
+    if (events?.wants('rejected')) tellRejected(events, error, method, reader.path(request));
     return { kind: 'reject', error };
   }
 
@@ -451,49 +305,17 @@ export class IdempotencyEngine<Req = unknown> {
       begin.catch(() => {});
       transaction = await this.deadlines.bound(begin, 'beginTransaction', (late) => void late.rollback().catch(() => {}));
     } catch (error) {
-      await this.giveBack(ref, claim).catch(this.options.onError);
+      await giveBack(this.options.store, ref, claim).catch(this.options.onError);
       if (guard !== undefined) await this.options.store.release(guard.ref, guard.token).catch(this.options.onError);
       const { events } = this.options;
       if (events?.wants('storeError')) {
         events.emit('storeError', { operation: 'beginTransaction', error, request: events.request(ref.scope, ref.key, facts.method, facts.path) });
       }
-      return this.storeDown(error, body);
+      return storeDown(this.options, error, body);
     }
     return { kind: 'execute', execution: new Execution(this.options, ref, claim, transaction, this.keeper, this.deadlines, facts, guard), body };
   }
-
-  /**
-   * Undoes a claim whose request will not run: a new record is released, so the retry runs at
-   * once. A take-over gives its lease back instead (`renew(…, 0)`): the record stays in flight with
-   * the earlier owner's recovery point, and the retry takes it over and resumes there. Releasing
-   * it would delete the record and its recovery point, and the retry would run from the start,
-   * repeating phases that had committed (found by the model, docs/model.md).
-   */
-  private async giveBack(ref: RecordRef, claim: Extract<Claim, { kind: 'acquired' }>): Promise<void> {
-    const { store } = this.options;
-    if (claim.takeover) await store.renew(ref, claim.token, 0);
-    else await store.release(ref, claim.token);
-  }
-
-  private storeDown<Body extends RequestBody<Req>>(error: unknown, body: Body): Decision<Req, Body> {
-    this.options.onError(error);
-    if (this.options.failOpen) return { kind: 'pass', failOpen: true, body };
-    // A store that knows why it cannot serve says so: full or busy (retry later) or never migrated (retrying
-    // cannot help). Anything else is the generic 503, whose detail tells the client nothing of the store.
-    if (error instanceof StoreFullError || error instanceof StoreBusyError || error instanceof StoreSchemaMissingError) return { kind: 'reject', error };
-    return { kind: 'reject', error: new StoreUnavailableError(undefined, { cause: error }) };
-  }
 }
-
-/** A mismatch whose record was made with fingerprint settings this engine does not know. */
-interface OtherSettings {
-  readonly kind: 'mismatch';
-  readonly otherSettings: true;
-}
-const OTHER_SETTINGS: OtherSettings = Object.freeze({ kind: 'mismatch', otherSettings: true });
-
-const OTHER_SETTINGS_DETAIL =
-  'This key was already used, and its record was made with fingerprint settings this server does not know (another `fingerprintFields`, or an earlier release), so it cannot tell whether this is the same request. Use a new key for a new operation; to get the stored answer, retry through a server with the settings the key was first used with.';
 
 /** Why a scope cannot be used, or undefined when it can. */
 function invalidScope(scope: unknown, option: 'scope' | 'previousScope'): InvalidScopeError | undefined {
