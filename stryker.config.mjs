@@ -17,7 +17,12 @@ export default {
     'src/client/backoff.ts',
     'src/client/budget.ts',
     'src/core/engine.ts',
+    'src/core/engine-claim.ts',
+    'src/core/engine-outcome.ts',
     'src/core/execution.ts',
+    'src/core/execution-context.ts',
+    'src/core/execution-finish.ts',
+    'src/core/execution-state.ts',
   ],
   coverageAnalysis: 'perTest',
   // A static mutant (a module-level constant) would run every test once per mutant: hours here.

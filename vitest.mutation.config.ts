@@ -9,7 +9,7 @@ export default defineConfig({
     ...base.test,
     // Replaces the base's include (mergeConfig would append to it).
     include: [
-      'test/core/{key,fingerprint,canonical-json,option-reader,decide,execution,execution-lifecycle,engine-claims,lease,timeout,options,events}.test.ts',
+      'test/core/{key,fingerprint,canonical-json,option-reader,decide,execution,execution-lifecycle,execution-states,engine-claims,lease,timeout,options,events}.test.ts',
       'test/client/*.test.ts',
       'test/fuzz/{key,canonical-json,retry-after}.test.ts',
     ],
