@@ -6,6 +6,7 @@
  * own (fake timers) wherever it matters; the store is wrapped to count or fail its calls.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { recordingEvents } from '../support/recording.js';
 import type { Decision, Execution, RequestReader } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import {
@@ -17,7 +18,6 @@ import {
   StoreSchemaMissingError,
   StoreUnavailableError,
 } from '../../src/core/errors.js';
-import type { IdempotencyEvents } from '../../src/core/events.js';
 import { fingerprint } from '../../src/core/fingerprint.js';
 import type { EngineOptions } from '../../src/core/options.js';
 import type { ClaimOptions, IdempotencyStore, RecordRef, StoredResponse, TransactionalStore } from '../../src/core/store.js';
@@ -73,23 +73,6 @@ function counting(store: IdempotencyStore, overrides: Partial<IdempotencyStore> 
   return { store: wrapped, claims, releases };
 }
 
-function recorder() {
-  const seen: Array<[string, Record<string, unknown>]> = [];
-  const on = (name: string) => (event: object) => void seen.push([name, { ...event }]);
-  const events: Required<IdempotencyEvents> = {
-    execute: on('execute'),
-    takeover: on('takeover'),
-    replay: on('replay'),
-    conflict: on('conflict'),
-    mismatch: on('mismatch'),
-    rejected: on('rejected'),
-    leaseLost: on('leaseLost'),
-    complete: on('complete'),
-    storeError: on('storeError'),
-  };
-  const named = (name: string) => seen.filter(([n]) => n === name).map(([, event]) => event);
-  return { seen, events, named };
-}
 
 function engineOf(options: Partial<EngineOptions<Req>> & { store: IdempotencyStore }) {
   const reported: unknown[] = [];
@@ -116,7 +99,7 @@ describe('the scope hook', () => {
   });
 
   it('a problem it throws is the answer (told to `rejected` without the query); anything else rejects the promise', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const refusing = engineOf({ store, events, scope: () => Promise.reject(new InvalidScopeError('no tenant')) }).engine;
     const decision = await refusing.decide({ key: 'k' }, reader);
@@ -137,7 +120,7 @@ describe('the scope hook', () => {
   });
 
   it('a path without a query is told to `rejected` as it is', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), events, scope: () => '\ud800' });
     await engine.decide({ key: 'k', path: '/plain' }, reader);
     expect(named('rejected')).toEqual([{ status: 400, code: 'ERR_IDEMKIT_SCOPE_INVALID', method: 'POST', path: '/plain' }]);
@@ -158,7 +141,7 @@ describe('previousScope', () => {
   }
 
   it('a record completed under the old scope is replayed, told to `replay` under that scope, and the new claim undone', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { base, before, after, releases } = deployment({ events });
     await executionOf(await before.engine.decide({ key: 'k' }, reader)).finish(answer);
     expect(replayed(await after.engine.decide({ key: 'k', tenant: 't1' }, reader))).toBe('{"paid":true}');
@@ -177,7 +160,7 @@ describe('previousScope', () => {
   });
 
   it("a record under the old scope whose lease ran out is taken over there, resuming from its recovery point", async () => {
-    const { base, before, after } = deployment({ events: recorder().events });
+    const { base, before, after } = deployment({ events: recordingEvents().events });
     const abandoned = executionOf(await before.engine.decide({ key: 'k' }, reader));
     await abandoned.context.checkpoint('charged');
     abandoned.context.suspend();
@@ -227,7 +210,7 @@ describe('previousScope', () => {
   });
 
   it('a claim under the old scope that fails answers 503, tells storeError naming the old scope, and undoes the new claim', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const base = memoryStore({ sweepIntervalMs: 0 });
     const failure = new Error('down');
     const { store } = counting(base, { claim: (r, fp, options) => (r.scope === '' ? Promise.reject(failure) : base.claim(r, fp, options)) });
@@ -281,7 +264,7 @@ describe("inFlight: 'wait'", () => {
   });
 
   it('gives up at waitTimeoutMs with 409 (told to `conflict`), its last sleep cut to what was left', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { store, claims } = counting(memoryStore({ sweepIntervalMs: 0 }));
     const { engine } = engineOf({ store, inFlight: 'wait', waitTimeoutMs: 100, retryAfterMs: 2_000, events });
     executionOf(await engine.decide({ key: 'k' }, reader));
@@ -302,7 +285,7 @@ describe('a mismatch is checked the way its record was fingerprinted', () => {
   const body = (amount: number, note: string) => JSON.stringify({ amount, note });
 
   it('a record made with fingerprintFields this engine does not know: 422 saying the settings differ', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const fields = engineOf({ store, fingerprintFields: ['amount'] }).engine;
     await executionOf(await fields.decide({ key: 'k', body: body(1, 'a') }, reader)).finish(answer);
@@ -383,7 +366,7 @@ describe('a store that fails or refuses the claim', () => {
   });
 
   it('anything else: a generic 503 whose cause is the error, told to storeError; with failOpen the request passes', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const failure = new InvalidRecordRefError('key', 'too long for the column');
     const { store } = counting(memoryStore({ sweepIntervalMs: 0 }), { claim: () => Promise.reject(failure) });
     const decision = await engineOf({ store, events }).engine.decide({ key: 'k' }, reader);
@@ -404,7 +387,7 @@ describe('transactional mode: a transaction that does not open', () => {
   }
 
   it('answers 503, releases a new claim and tells storeError (operation beginTransaction)', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const failure = new Error('pool exhausted');
     const { base, store } = failingBegin(failure);
     const { engine, reported } = engineOf({ store, transactional: true, events });
@@ -447,7 +430,7 @@ describe('transactional mode: a transaction that does not open', () => {
 
 describe('events of a claim', () => {
   it('execute, then takeover and execute for a take-over (with the store time), replay with its status', async () => {
-    const { events, named, seen } = recorder();
+    const { events, named, seen } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const { engine } = engineOf({ store, events, leaseMs: 300, renewLease: false });
     executionOf(await engine.decide({ key: 'k' }, reader));
@@ -465,7 +448,7 @@ describe('events of a claim', () => {
   });
 
   it('storeMs is the time the claim took', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const base = memoryStore({ sweepIntervalMs: 0 });
     const { store } = counting(base, { claim: async (r, fp, options) => {
       await new Promise((resolve) => setTimeout(resolve, 7));

@@ -4,7 +4,8 @@
  * Requests go through the web adapter against a memory store on a clock the tests move.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { CompleteEvent, IdempotencyEvents } from '../../src/core/events.js';
+import { recordingEvents } from '../support/recording.js';
+import type { CompleteEvent } from '../../src/core/events.js';
 import { redactedKey } from '../../src/core/events.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
@@ -12,28 +13,6 @@ import { IdempotencyEngine } from '../../src/core/engine.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
 import { manualClock } from '../stores/manual-clock.js';
-
-type Seen = Array<[string, Record<string, unknown>]>;
-
-/** Every listener, recording what it was told, in order. */
-function recorder(): { seen: Seen; events: Required<IdempotencyEvents> } {
-  const seen: Seen = [];
-  const on = (name: string) => (event: object) => void seen.push([name, { ...event }]);
-  return {
-    seen,
-    events: {
-      execute: on('execute'),
-      takeover: on('takeover'),
-      replay: on('replay'),
-      conflict: on('conflict'),
-      mismatch: on('mismatch'),
-      rejected: on('rejected'),
-      leaseLost: on('leaseLost'),
-      complete: on('complete'),
-      storeError: on('storeError'),
-    },
-  };
-}
 
 interface Gate {
   readonly entered: Promise<void>;
@@ -79,7 +58,7 @@ afterEach(() => vi.restoreAllMocks());
 
 describe('events', () => {
   it('execute then complete (stored) for a new key, replay for its retry, each naming the request without its query', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const post = app({ store: memoryStore(), events });
     expect((await post('k1')).status).toBe(201);
     expect((await post('k1')).status).toBe(201);
@@ -91,7 +70,7 @@ describe('events', () => {
   });
 
   it('conflict (409, with the Retry-After hint) while the key is in flight, mismatch (422) for another body', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const hold = gate();
     const post = app({ store: memoryStore(), events, retryAfterMs: 2_000 }, hold);
     const first = post('k2');
@@ -106,7 +85,7 @@ describe('events', () => {
   });
 
   it('rejected before any claim: 400 without a key, 413 over maxBodyBytes, with their codes', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const post = app({ store: memoryStore(), events, maxBodyBytes: 4 });
     expect((await post(undefined)).status).toBe(400);
     expect((await post('k3', 'too large')).status).toBe(413);
@@ -117,7 +96,7 @@ describe('events', () => {
   });
 
   it('takeover (and execute with takeover) when an earlier lease ran out on the store clock', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const clock = manualClock();
     const store = memoryStore({ clock: clock.now });
     const post = app({ store, events, leaseMs: 1_000 });
@@ -141,7 +120,7 @@ describe('events', () => {
   });
 
   it('leaseLost and complete "failed" when a late completion is fenced out by the token', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const clock = manualClock();
     const store = memoryStore({ clock: clock.now });
     const hold = gate();
@@ -160,7 +139,7 @@ describe('events', () => {
   });
 
   it('storeError (claim) when the store fails, and the 503 still goes out', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const broken: IdempotencyStore = { ...memoryStore(), name: 'broken', claim: () => Promise.reject(new Error('connection refused')) };
     const post = app({ store: broken, events, onError: () => {}, logger: { warn: () => {}, error: () => {} } });
     expect((await post('k6')).status).toBe(503);
@@ -171,7 +150,7 @@ describe('events', () => {
   });
 
   it('complete says omitted for an answer over the store limit, released for discard()', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const post = app({ store: memoryStore({ maxResponseBytes: 8 }), events });
     await post('k7', 'a body longer than eight bytes');
     await post('k8', 'x', '/discard');
@@ -180,7 +159,7 @@ describe('events', () => {
   });
 
   it('redactKeys: events carry a stable hash of scope and key, never the key', async () => {
-    const { seen, events } = recorder();
+    const { seen, events } = recordingEvents();
     const post = app({ store: memoryStore(), events, redactKeys: true });
     await post('secret-key-1');
     await post('secret-key-1');

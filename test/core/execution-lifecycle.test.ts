@@ -20,12 +20,12 @@ import {
   TransactionalModeError,
   TransactionEndedError,
 } from '../../src/core/errors.js';
-import type { CompleteEvent, IdempotencyEvents } from '../../src/core/events.js';
+import type { CompleteEvent } from '../../src/core/events.js';
 import { redactedKey } from '../../src/core/events.js';
 import type { EngineOptions } from '../../src/core/options.js';
 import type { IdempotencyStore, RecordRef, StoredResponse, StoreTransaction, TransactionalStore } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
-import { latch, recordingLogger } from '../support/recording.js';
+import { latch, recordingEvents, recordingLogger } from '../support/recording.js';
 
 interface Req {
   readonly key: string;
@@ -126,23 +126,6 @@ function transactionalMemory(overrides: Partial<StoreTransaction<FakeTx>> = {}, 
 }
 
 /** Every event listener, recording what it was told, in order. */
-function recorder() {
-  const seen: Array<[string, Record<string, unknown>]> = [];
-  const on = (name: string) => (event: object) => void seen.push([name, { ...event }]);
-  const events: Required<IdempotencyEvents> = {
-    execute: on('execute'),
-    takeover: on('takeover'),
-    replay: on('replay'),
-    conflict: on('conflict'),
-    mismatch: on('mismatch'),
-    rejected: on('rejected'),
-    leaseLost: on('leaseLost'),
-    complete: on('complete'),
-    storeError: on('storeError'),
-  };
-  const named = (name: string) => seen.filter(([n]) => n === name).map(([, event]) => event);
-  return { seen, events, named };
-}
 
 function engineOf(options: Partial<EngineOptions<Req>> & { store: IdempotencyStore }) {
   const reported: unknown[] = [];
@@ -207,7 +190,7 @@ describe('finish', () => {
 
 describe('the complete event', () => {
   it('says how long the handler ran and the store took, to a tenth of a ms', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const gate = latch();
     const base = memoryStore({ sweepIntervalMs: 0 });
     const { store } = counting(base, {
@@ -231,7 +214,7 @@ describe('the complete event', () => {
   });
 
   it('stored up to maxResponseBytes, omitted past it, and a body-less answer counts 0 bytes', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0, maxResponseBytes: 4 }), events });
     await (await executing(engine, 'fits')).finish({ ...answer, body: Buffer.from('1234') });
     await (await executing(engine, 'over')).finish({ ...answer, body: Buffer.from('12345') });
@@ -244,7 +227,7 @@ describe('the complete event', () => {
   });
 
   it("says `failed` and tells storeError (operation complete), not leaseLost, when the store's completion fails", async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const failure = new Error('disk full');
     const { store } = counting(memoryStore({ sweepIntervalMs: 0 }), { complete: () => Promise.reject(failure) });
     const { engine } = engineOf({ store, events });
@@ -255,7 +238,7 @@ describe('the complete event', () => {
   });
 
   it('an abort after suspend says suspended and keeps the record in flight for the retry', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const { engine } = engineOf({ store, events });
     const execution = await executing(engine, 'paused');
@@ -268,7 +251,7 @@ describe('the complete event', () => {
   });
 
   it('suspend then finish says suspended, stores nothing, and the retry takes over at once', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const { engine } = engineOf({ store, events });
     const execution = await executing(engine, 'later');
@@ -435,7 +418,7 @@ describe('transactional mode', () => {
   });
 
   it('a completion the store refuses as a lost lease answers 409 lease-lost, rolled back, and leaves the record alone', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { store, log } = transactionalMemory({ complete: () => Promise.reject(new LeaseLostError()) });
     const { engine, reported } = engineOf({ store, transactional: true, events });
     const execution = await executing(engine, 'stolen');
@@ -451,7 +434,7 @@ describe('transactional mode', () => {
   });
 
   it('a completion that fails otherwise answers 503 with the cause, rolled back, and releases the claim', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const failure = new Error('connection reset');
     const { store, log } = transactionalMemory({ commit: () => Promise.reject(failure) });
     const { engine, reported } = engineOf({ store, transactional: true, events });
@@ -593,7 +576,7 @@ describe('lease renewal', () => {
   });
 
   it('a renewal the store refuses (another owner) stops renewing and tells leaseLost (during renew)', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { store, callsOf } = counting(memoryStore({ sweepIntervalMs: 0 }), { renew: () => Promise.resolve(false) });
     const { engine } = engineOf({ store, leaseMs: 300, events });
     await executing(engine, 'taken');
@@ -603,7 +586,7 @@ describe('lease renewal', () => {
   });
 
   it('a renewal that fails is reported and told to storeError (operation renew), and renewal goes on', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const failure = new Error('timeout');
     const { store, callsOf } = counting(memoryStore({ sweepIntervalMs: 0 }), { renew: () => Promise.reject(failure) });
     const { engine, reported } = engineOf({ store, leaseMs: 300, events });
@@ -618,7 +601,7 @@ describe('lease renewal', () => {
 
 describe('an answer that went out without finish (watch)', () => {
   it('is noticed at the next tick: the claim is released and the complete event says so', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const store = memoryStore({ sweepIntervalMs: 0 });
     const { engine } = engineOf({ store, leaseMs: 300, events });
     const execution = await executing(engine, 'hijacked');
@@ -696,7 +679,7 @@ describe('the guard under the previous scope', () => {
   });
 
   it('is completed with the stored answer, so the old instance replays it (with and without events)', async () => {
-    for (const events of [undefined, recorder().events]) {
+    for (const events of [undefined, recordingEvents().events]) {
       const { after, before } = deployments({ events });
       await (await executing(after.engine, 'k', 't1')).finish(answer);
       expect(body(await before.engine.decide({ key: 'k' }, reader))).toBe('{"paid":true}');
@@ -748,7 +731,7 @@ describe('the guard under the previous scope', () => {
 
 describe('the complete event for an abort', () => {
   it('names the request and counts the handler time', async () => {
-    const { events, named } = recorder();
+    const { events, named } = recordingEvents();
     const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), events });
     const execution = await executing(engine, 'k');
     await vi.advanceTimersByTimeAsync(12);
