@@ -42,4 +42,4 @@ export type { ReaderSettings } from '../core/option-reader.js';
 
 // ─── Stores: the contract suite, run with the caller's test framework ─────────────────────────
 export { describeStoreContract } from './contract/index.js';
-export type { ContractContext, ContractTestApi } from './contract/index.js';
+export type { ContractContext, ContractSection, ContractTestApi } from './contract/index.js';
