@@ -37,8 +37,6 @@ export interface RequestReader<Req, Body extends RequestBody<Req> = RequestBody<
    * only for a request that carries a key. A plain value is used as it is, without waiting a turn.
    */
   readBody(request: Req, limit: number): Body | PromiseLike<Body>;
-  /** Overrides the engine's `required` (a Fastify route's own setting). */
-  readonly required?: boolean;
 }
 
 /**

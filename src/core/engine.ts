@@ -132,7 +132,7 @@ export class IdempotencyEngine<Req = unknown> {
    */
   passesAtOnce(request: Req, reader: RequestReader<Req, RequestBody<Req>>): boolean {
     if (!this.covers(reader.method(request))) return true;
-    if (reader.required ?? this.options.required) return false;
+    if (this.options.required) return false;
     const values = reader.header(request, this.headerName);
     return values === undefined || values === null || (typeof values !== 'string' && values.length === 0);
   }
@@ -143,7 +143,7 @@ export class IdempotencyEngine<Req = unknown> {
     let key: string | undefined;
     let read: Body | PromiseLike<Body>;
     try {
-      key = this.parseKey(reader.header(request, this.headerName), reader.required ?? this.options.required);
+      key = this.parseKey(reader.header(request, this.headerName));
       if (key === undefined) return PASSED;
       read = reader.readBody(request, this.options.maxBodyBytes);
     } catch (error) {

@@ -42,7 +42,9 @@ describe('engine.decide answers every request with one result', () => {
     // Where a key is required, its absence is a 400 from decide.
     expect(required.passesAtOnce(post(undefined), reader)).toBe(false);
     expect(required.passesAtOnce({ ...post(undefined), method: 'GET' }, reader)).toBe(true);
-    expect(optional.passesAtOnce(post(undefined), { ...reader, required: true })).toBe(false);
+    // A route's own setting is its engine's (withOverrides), as the adapters derive it.
+    expect(optional.withOverrides({ required: true }).passesAtOnce(post(undefined), reader)).toBe(false);
+    expect(required.withOverrides({ required: false }).passesAtOnce(post(undefined), reader)).toBe(true);
   });
 
   it('passes uncovered methods and keyless requests where no key is required, without reading the body', async () => {
@@ -69,10 +71,11 @@ describe('engine.decide answers every request with one result', () => {
     store.close();
   });
 
-  it("honours the reader's own `required` (a Fastify route's setting)", async () => {
+  it("honours a route engine's own `required` (withOverrides, as a Fastify route's or a Nest route's setting is)", async () => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     const engine = new IdempotencyEngine<FakeRequest>({ store, required: true });
-    expect((await engine.decide(post(undefined), { ...reader, required: false })).kind).toBe('pass');
+    expect((await engine.withOverrides({ required: false }).decide(post(undefined), reader)).kind).toBe('pass');
+    expect((await engine.decide(post(undefined), reader)).kind).toBe('reject');
     store.close();
   });
 

@@ -520,9 +520,9 @@ describe('edges of decide', () => {
     expect(engine.passesAtOnce({}, listing(['k']))).toBe(false);
   });
 
-  it("a reader that requires a key where the engine does not: a keyless request is refused", async () => {
+  it("a route engine that requires a key where its parent does not: a keyless request is refused", async () => {
     const { engine } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), required: false });
-    expect(rejected(await engine.decide({}, { ...reader, required: true }))).toEqual([400, 'ERR_IDEMKIT_KEY_MISSING']);
+    expect(rejected(await engine.withOverrides({ required: true }).decide({}, reader))).toEqual([400, 'ERR_IDEMKIT_KEY_MISSING']);
     expect((await engine.decide({}, reader)).kind).toBe('pass');
   });
 
