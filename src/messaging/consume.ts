@@ -87,27 +87,44 @@ function describe(value: unknown): string {
  *
  * Store: claim with a lease, run `handler()`, complete; a throw releases the claim.
  *
- * The options carry the message id, so each call checks them all before anything runs. The broker
- * adapters and the webhook receivers check theirs once, when they start, and keep the consumer
- * `sqlConsumer` or `storeConsumer` prepares: per message they only run it.
+ * An options object is checked, and its consumer prepared (`sqlConsumer` or `storeConsumer`), at
+ * its first call; a call with the same object again reads only its `messageId`, so one object may
+ * be kept and its `messageId` set per message. Its other options are read once: to change one,
+ * pass a new object. The broker adapters and the webhook receivers prepare theirs when they start.
  */
 export function consumeOnce<T>(options: SqlConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<ConsumeResult<T>>;
 export function consumeOnce<T>(options: StoreConsumeOptions, handler: () => Promise<T>): Promise<StoreConsumeResult<T>>;
 export function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>>;
 export async function consumeOnce<T>(options: ConsumeOptions, handler: (tx: SqlExecutor) => Promise<T>): Promise<StoreConsumeResult<T>> {
-  const read = optionReader<AnyConsumeOptions>('consumeOnce()', options, { aliases: { tx: 'db', id: 'messageId', window: 'retentionMs' } });
+  let consume = preparedConsumers.get(options);
+  if (consume === undefined) {
+    consume = prepareConsumer(options);
+    // Only a consumer whose options all passed is kept: a refused object is checked again next call.
+    preparedConsumers.set(options, consume);
+  }
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
-  const consumer = consumerOption(read.value('consumer'));
-  const messageId = messageIdOption(read.value('messageId'));
-  const base: ConsumerBase = { consumer, retentionMs: retentionOption(read.value('retentionMs')), clock: clockOption(read.value('clock')) };
+  return consume(messageIdOption(options.messageId), handler);
+}
+
+/** The consumer prepared from each options object `consumeOnce` was called with; weak, so it goes with its object. */
+const preparedConsumers = new WeakMap<ConsumeOptions, PreparedConsumer>();
+
+/** Checks every option but `messageId` (each call's own) and prepares the consumer they describe. */
+function prepareConsumer(options: ConsumeOptions): PreparedConsumer {
+  const read = optionReader<AnyConsumeOptions>('consumeOnce()', options, { aliases: { tx: 'db', id: 'messageId', window: 'retentionMs' } });
+  const base: ConsumerBase = {
+    consumer: consumerOption(read.value('consumer')),
+    retentionMs: retentionOption(read.value('retentionMs')),
+    clock: clockOption(read.value('clock')),
+  };
   // Each variant reads its own options below; the other variant's are accepted, as they always were.
-  read.accept('db', 'store', 'table', 'leaseMs');
+  read.accept('messageId', 'db', 'store', 'table', 'leaseMs');
   read.done();
   if (options.store !== undefined) {
     if (options.db !== undefined) throw new InvalidOptionError('store', 'give either `db` or `store`, not both');
-    return storeConsumer(base, storeOption(options.store), leaseOption(options.leaseMs))(messageId, handler);
+    return storeConsumer(base, storeOption(options.store), leaseOption(options.leaseMs));
   }
-  return sqlConsumer(base, executorOption(options.db), tableOption(options.table))(messageId, handler);
+  return sqlConsumer(base, executorOption(options.db), tableOption(options.table));
 }
 
 /** The checked options both kinds of prepared consumer share. */

@@ -1,7 +1,8 @@
 /**
  * A consumer is prepared once (issue 27, item 4): the broker adapters and the webhook receiver read
  * and check their options, and write their statements, when they start; a delivery reads none of
- * them again. Proved by counting: every read of the options object and every read of the
+ * them again. consumeOnce does the same at the first call with an options object, and then reads
+ * only that object's messageId. Proved by counting: every read of the options object and every read of the
  * executor's `dialect` (the INSERT is written from it) goes through a counting proxy.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { consumeOnce } from '../../src/messaging/consume.js';
 import type { NatsJsMessage } from '../../src/messaging/nats.js';
 import { natsConsumeOnce } from '../../src/messaging/nats.js';
 import { migrateProcessed } from '../../src/messaging/table.js';
+import { memoryStore } from '../../src/stores/memory/index.js';
 import { signWebhook } from '../../src/messaging/webhook-verify.js';
 import { webhookReceiver } from '../../src/messaging/webhook.js';
 import { sqliteDatabase } from '../support/databases.js';
@@ -170,6 +172,82 @@ describe('a consumer is prepared once', () => {
     expect(errors).toHaveLength(1);
     expect(options.reads()).toBe(optionReads);
     expect(db.reads()).toBe(dialectReads);
+  });
+});
+
+describe('consumeOnce prepares once per options object', () => {
+  it('reads the options once across many calls with one object, and messageId on each call', async () => {
+    const table = t.table('prep_direct');
+    await migrateProcessed(t.db, { table });
+    const db = countedDialect(t.db);
+    const options = counted({ db: db.db, table, consumer: 'prep-direct', messageId: 'd0', retentionMs: 60_000 });
+    let runs = 0;
+    const handler = async (tx: SqlExecutor) => {
+      await tx.query('SELECT 1');
+      return ++runs;
+    };
+    const statuses: string[] = [];
+    let readsAtFirst = 0;
+    for (let i = 0; i < 10; i++) {
+      // The same object each time, its messageId changed: every other message is a redelivery.
+      options.value.messageId = `d${Math.floor(i / 2)}`;
+      statuses.push((await consumeOnce(options.value, handler)).status);
+      if (i === 0) readsAtFirst = options.reads();
+    }
+    expect(statuses).toEqual(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? 'processed' : 'duplicate')));
+    expect(runs).toBe(5);
+    // The first call read every option; the nine after it read messageId and nothing else, and
+    // the INSERT was written once, from one read of the dialect.
+    expect(new Set(options.names.slice(0, readsAtFirst))).toEqual(new Set(['db', 'table', 'consumer', 'messageId', 'retentionMs', 'clock', 'store']));
+    expect(options.names.slice(readsAtFirst)).toEqual(Array(9).fill('messageId'));
+    expect(db.reads()).toBe(1);
+
+    // Another object with the same settings is read and prepared anew (its message is a duplicate).
+    const other = counted({ db: db.db, table, consumer: 'prep-direct', messageId: 'd0', retentionMs: 60_000 });
+    expect((await consumeOnce(other.value, handler)).status).toBe('duplicate');
+    expect(new Set(other.names)).toEqual(new Set(options.names));
+    expect(db.reads()).toBe(2);
+    expect(options.names.slice(readsAtFirst)).toEqual(Array(9).fill('messageId'));
+  });
+
+  it('a changed option on a kept object is not read again; a new object is', async () => {
+    const table = t.table('prep_changed');
+    await migrateProcessed(t.db, { table });
+    const options: { db: SqlExecutor; table: string; consumer: string; messageId: string } = { db: t.db, table, consumer: 'first', messageId: 'c1' };
+    expect((await consumeOnce(options, async () => 1)).status).toBe('processed');
+    options.consumer = 'second';
+    // Still the first consumer's record: the object's consumer was read at its first call.
+    expect((await consumeOnce(options, async () => 1)).status).toBe('duplicate');
+    expect((await consumeOnce({ ...options }, async () => 1)).status).toBe('processed');
+  });
+
+  it('a refused object is not kept: corrected, the same object is checked again and runs', async () => {
+    const table = t.table('prep_fixed');
+    await migrateProcessed(t.db, { table });
+    const options = counted({ db: t.db, table, consumer: 'prep-fixed', messageId: 'f1', retentionMs: 0 });
+    await expect(consumeOnce(options.value, async () => 1)).rejects.toMatchObject({ option: 'retentionMs' });
+    options.value.retentionMs = 60_000;
+    expect((await consumeOnce(options.value, async () => 1)).status).toBe('processed');
+    const readsAfter = options.reads();
+    expect((await consumeOnce(options.value, async () => 1)).status).toBe('duplicate');
+    expect(options.names.slice(readsAfter)).toEqual(['messageId']);
+  });
+
+  it('the store variant too: one object, many messages, its options read once', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const options = counted({ store, consumer: 'prep-store', messageId: 's0', leaseMs: 5_000 });
+    let runs = 0;
+    await consumeOnce(options.value, async () => ++runs);
+    const readsAfterFirst = options.reads();
+    const statuses: string[] = [];
+    for (const id of ['s1', 's1', 's2', 's0']) {
+      options.value.messageId = id;
+      statuses.push((await consumeOnce(options.value, async () => ++runs)).status);
+    }
+    expect(statuses).toEqual(['processed', 'duplicate', 'processed', 'duplicate']);
+    expect(runs).toBe(3);
+    expect(options.names.slice(readsAfterFirst)).toEqual(['messageId', 'messageId', 'messageId', 'messageId']);
+    store.close();
   });
 });
 
