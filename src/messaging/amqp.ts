@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
 import { MissingMessageIdError } from './errors.js';
-import type { AdapterOptions, ConsumeStats, DeliveryTx } from './delivery.js';
-import { deliveryId, deliveryStart, newStats, notifyDuplicate, prepareDelivery, report, runDelivery, tell } from './delivery.js';
+import type { AdapterOptions, ConsumeStats, DeliveryTx, Settlement } from './delivery.js';
+import { deliver, newStats, prepareDelivery } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -93,57 +93,20 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
   const stats = newStats();
   const inFlight = new Set<Promise<void>>();
 
-  const settle = (message: Msg, how: 'ack' | 'requeue' | 'drop') => {
-    try {
-      if (how === 'ack') channel.ack(message);
-      else channel.nack(message, false, how === 'requeue');
-    } catch (error) {
-      // The channel closed: the broker redelivers the message, and its record answers duplicate.
-      report(delivery, error, message);
-    }
+  const idOf = (message: Msg) => amqpMessageId(message, idOptions);
+  const settlement: Settlement<Msg> = {
+    ack: (message) => channel.ack(message),
+    refuse: (message) => channel.nack(message, false, false),
+    // Handed back after the other delivery's lease could end (a second at most): the broker
+    // redelivers a requeued message at once.
+    retryLater: async (message, retryAfterMs) => {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(retryAfterMs, 1000)));
+      channel.nack(message, false, true);
+    },
+    failed: (message) => channel.nack(message, false, delivery.requeue),
   };
-
-  const handle = async (message: Msg) => {
-    const startedAt = deliveryStart(delivery);
-    let messageId: string;
-    try {
-      messageId = deliveryId(() => amqpMessageId(message, idOptions));
-    } catch (error) {
-      stats.refused++;
-      report(delivery, error, message);
-      tell(delivery, 'refused', undefined, message, startedAt, error);
-      settle(message, 'drop');
-      return;
-    }
-    // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
-    const outcome = await runDelivery(delivery, messageId, (tx) => handler(message, tx as DeliveryTx<Options>));
-    switch (outcome.status) {
-      case 'processed':
-        stats.processed++;
-        tell(delivery, 'processed', messageId, message, startedAt);
-        settle(message, 'ack');
-        return;
-      case 'duplicate':
-        stats.duplicates++;
-        tell(delivery, 'duplicate', messageId, message, startedAt);
-        settle(message, 'ack');
-        notifyDuplicate(delivery, messageId, message);
-        return;
-      case 'in_flight':
-        // Another consumer holds the lease: hand the message back after that lease could end.
-        stats.inFlight++;
-        tell(delivery, 'inFlight', messageId, message, startedAt);
-        await new Promise((resolve) => setTimeout(resolve, Math.min(outcome.retryAfterMs, 1000)));
-        settle(message, 'requeue');
-        return;
-      case 'failed':
-        stats.failed++;
-        report(delivery, outcome.error, message);
-        tell(delivery, 'failed', messageId, message, startedAt, outcome.error);
-        settle(message, delivery.requeue ? 'requeue' : 'drop');
-        return;
-    }
-  };
+  // The options were checked to carry exactly one of db and store, so `tx` is what the handler expects.
+  const handle = (message: Msg) => deliver(delivery, stats, message, idOf, (tx) => handler(message, tx as DeliveryTx<Options>), settlement);
 
   const { consumerTag } = await channel.consume(
     queue,

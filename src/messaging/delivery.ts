@@ -52,12 +52,12 @@ export interface DeliveryEvents<Msg> {
 }
 
 /** `performance.now()` when someone listens to deliveries, else 0 (no clock read for nobody). */
-export function deliveryStart<Msg>(delivery: Delivery<Msg>): number {
+function deliveryStart<Msg>(delivery: Delivery<Msg>): number {
   return delivery.events === undefined ? 0 : performance.now();
 }
 
 /** Tells the `events` listener of one outcome, if there is one; a listener that throws goes to `onError`. */
-export function tell<Msg>(
+function tell<Msg>(
   delivery: Delivery<Msg>,
   name: keyof DeliveryEvents<Msg>,
   messageId: string | undefined,
@@ -153,10 +153,10 @@ export function prepareDelivery<Msg>(read: OptionReader<AdapterOptions<Msg>>, op
   };
 }
 
-export type Outcome = StoreConsumeResult<unknown> | { readonly status: 'failed'; readonly error: unknown };
+type Outcome = StoreConsumeResult<unknown> | { readonly status: 'failed'; readonly error: unknown };
 
 /** Runs the prepared consumer for one delivery; a handler error becomes an outcome, never a rejection. */
-export async function runDelivery<Msg>(delivery: Delivery<Msg>, messageId: string, run: (tx: SqlExecutor | undefined) => Promise<unknown>): Promise<Outcome> {
+async function runDelivery<Msg>(delivery: Delivery<Msg>, messageId: string, run: (tx: SqlExecutor | undefined) => Promise<unknown>): Promise<Outcome> {
   try {
     return await delivery.consume(messageId, run);
   } catch (error) {
@@ -164,7 +164,7 @@ export async function runDelivery<Msg>(delivery: Delivery<Msg>, messageId: strin
   }
 }
 
-export function report<Msg>(delivery: Delivery<Msg>, error: unknown, message: Msg): void {
+function report<Msg>(delivery: Delivery<Msg>, error: unknown, message: Msg): void {
   try {
     delivery.onError?.(error, message);
   } catch {
@@ -172,7 +172,7 @@ export function report<Msg>(delivery: Delivery<Msg>, error: unknown, message: Ms
   }
 }
 
-export function notifyDuplicate<Msg>(delivery: Delivery<Msg>, messageId: string, message: Msg): void {
+function notifyDuplicate<Msg>(delivery: Delivery<Msg>, messageId: string, message: Msg): void {
   try {
     delivery.onDuplicate?.(messageId, message);
   } catch {
@@ -184,6 +184,81 @@ export function notifyDuplicate<Msg>(delivery: Delivery<Msg>, messageId: string,
  * The id of a delivery, checked like consumeOnce checks it: a missing or unusable id is refused
  * (dead-lettered / terminated) instead of failing, which would requeue it forever.
  */
-export function deliveryId(find: () => string): string {
+function deliveryId(find: () => string): string {
   return messageIdOption(find());
+}
+
+/** How a broker answers a message, for each way its delivery can end. */
+export interface Settlement<Msg> {
+  /** Processed, or a duplicate: done with it. */
+  readonly ack: (message: Msg) => void;
+  /** No usable id: never to come again (dead-lettered, terminated). */
+  readonly refuse: (message: Msg) => void;
+  /** Another delivery holds the id's lease: handed back, to come again once that lease could end. */
+  readonly retryLater: (message: Msg, retryAfterMs: number) => void | Promise<void>;
+  /** The handler or the store threw: handed back, or dead-lettered without `requeue`. */
+  readonly failed: (message: Msg) => void;
+}
+
+/**
+ * One delivery, from its arrival to the broker's answer: its id (refused without one), the
+ * prepared consumer, the counters, the listeners, then `settle`'s answer. An answer that throws
+ * (the channel or connection closed) goes to `onError`: the broker redelivers the message, and
+ * its record answers duplicate.
+ */
+export async function deliver<Msg>(
+  delivery: Delivery<Msg>,
+  stats: ConsumeStats,
+  message: Msg,
+  idOf: (message: Msg) => string,
+  run: (tx: SqlExecutor | undefined) => Promise<unknown>,
+  settle: Settlement<Msg>,
+): Promise<void> {
+  const answer = (act: (message: Msg) => void) => {
+    try {
+      act(message);
+    } catch (error) {
+      report(delivery, error, message);
+    }
+  };
+  const startedAt = deliveryStart(delivery);
+  let messageId: string;
+  try {
+    messageId = deliveryId(() => idOf(message));
+  } catch (error) {
+    stats.refused++;
+    report(delivery, error, message);
+    tell(delivery, 'refused', undefined, message, startedAt, error);
+    answer(settle.refuse);
+    return;
+  }
+  const outcome = await runDelivery(delivery, messageId, run);
+  switch (outcome.status) {
+    case 'processed':
+      stats.processed++;
+      tell(delivery, 'processed', messageId, message, startedAt);
+      answer(settle.ack);
+      return;
+    case 'duplicate':
+      stats.duplicates++;
+      tell(delivery, 'duplicate', messageId, message, startedAt);
+      answer(settle.ack);
+      notifyDuplicate(delivery, messageId, message);
+      return;
+    case 'in_flight':
+      stats.inFlight++;
+      tell(delivery, 'inFlight', messageId, message, startedAt);
+      try {
+        await settle.retryLater(message, outcome.retryAfterMs);
+      } catch (error) {
+        report(delivery, error, message);
+      }
+      return;
+    case 'failed':
+      stats.failed++;
+      report(delivery, outcome.error, message);
+      tell(delivery, 'failed', messageId, message, startedAt, outcome.error);
+      answer(settle.failed);
+      return;
+  }
 }

@@ -3,8 +3,8 @@ import { optionReader } from '../core/option-reader.js';
 import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
-import type { AdapterOptions, ConsumeStats, Delivery, DeliveryTx } from './delivery.js';
-import { deliveryId, deliveryStart, newStats, notifyDuplicate, prepareDelivery, report, runDelivery, tell } from './delivery.js';
+import type { AdapterOptions, ConsumeStats, Delivery, DeliveryTx, Settlement } from './delivery.js';
+import { deliver, newStats, prepareDelivery } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -115,51 +115,14 @@ async function loop<Msg extends NatsJsMessage, T>(
   idOptions: NatsIdOptions,
   nakDelayMs: number,
 ): Promise<ConsumeStats> {
-  const settle = (message: Msg, act: () => void) => {
-    try {
-      act();
-    } catch (error) {
-      report(delivery, error, message);
-    }
+  const idOf = (message: Msg) => natsMessageId(message, idOptions);
+  const settlement: Settlement<Msg> = {
+    ack: (message) => message.ack(),
+    // No reason string: `+TERM <reason>` needs nats-server 2.10; a bare `+TERM` works everywhere.
+    refuse: (message) => message.term(),
+    retryLater: (message, retryAfterMs) => message.nak(retryAfterMs),
+    failed: (message) => (delivery.requeue ? message.nak(nakDelayMs || undefined) : message.term()),
   };
-  for await (const message of messages) {
-    const startedAt = deliveryStart(delivery);
-    let messageId: string;
-    try {
-      messageId = deliveryId(() => natsMessageId(message, idOptions));
-    } catch (error) {
-      stats.refused++;
-      report(delivery, error, message);
-      tell(delivery, 'refused', undefined, message, startedAt, error);
-      // No reason string: `+TERM <reason>` needs nats-server 2.10; a bare `+TERM` works everywhere.
-      settle(message, () => message.term());
-      continue;
-    }
-    const outcome = await runDelivery(delivery, messageId, (tx) => handler(message, tx));
-    switch (outcome.status) {
-      case 'processed':
-        stats.processed++;
-        tell(delivery, 'processed', messageId, message, startedAt);
-        settle(message, () => message.ack());
-        break;
-      case 'duplicate':
-        stats.duplicates++;
-        tell(delivery, 'duplicate', messageId, message, startedAt);
-        settle(message, () => message.ack());
-        notifyDuplicate(delivery, messageId, message);
-        break;
-      case 'in_flight':
-        stats.inFlight++;
-        tell(delivery, 'inFlight', messageId, message, startedAt);
-        settle(message, () => message.nak(outcome.retryAfterMs));
-        break;
-      case 'failed':
-        stats.failed++;
-        report(delivery, outcome.error, message);
-        tell(delivery, 'failed', messageId, message, startedAt, outcome.error);
-        settle(message, () => (delivery.requeue ? message.nak(nakDelayMs || undefined) : message.term()));
-        break;
-    }
-  }
+  for await (const message of messages) await deliver(delivery, stats, message, idOf, (tx) => handler(message, tx), settlement);
   return stats;
 }
