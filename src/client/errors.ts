@@ -1,5 +1,6 @@
 import { IdemkitError } from '../core/errors.js';
 import type { ErrorCode } from '../core/errors.js';
+import type { InProgressInfo } from './response.js';
 
 /** An RFC 9457 problem details body as received: every member is optional on the wire. */
 export interface Problem {
@@ -77,8 +78,9 @@ export class RetryBudgetExhaustedError extends IdempotentCallError {
 /**
  * Thrown with `throwOnError: true` when the final response has a status >= 400. `problem` is the
  * parsed body when it is `application/problem+json`; `response` is still readable. `inProgress`
- * is true for an in-progress 409 the client stopped polling (`maxRetryTime`): not a failure, the
- * original request was still running; its result comes with the same key later.
+ * is true for an in-progress 409 the client stopped at: not a failure, the original request had
+ * not finished (`owner` and `retryInMs` say why and when to ask again); its result comes with the
+ * same key later.
  */
 export class HttpStatusError extends IdempotentCallError {
   static readonly code = 'ERR_IDEMKIT_HTTP_STATUS' satisfies ErrorCode;
@@ -87,22 +89,40 @@ export class HttpStatusError extends IdempotentCallError {
   readonly response: Response;
   readonly replayed: boolean;
   readonly inProgress: boolean;
+  /** With `inProgress`: what the server said of the original's owner (`InProgressInfo.owner`); else undefined. */
+  readonly owner: 'alive' | 'unresponsive' | undefined;
+  /** With `inProgress`: when to send it again with the same key, in ms (`InProgressInfo.retryInMs`); else undefined. */
+  readonly retryInMs: number | undefined;
 
-  constructor(info: CallInfo & { readonly replayed: boolean; readonly inProgress?: boolean }, response: Response, problem: Problem | undefined) {
+  /** `info.inProgress`: what the client knew of the original request it stopped at (`true`: nothing more). */
+  constructor(info: CallInfo & { readonly replayed: boolean; readonly inProgress?: boolean | InProgressInfo }, response: Response, problem: Problem | undefined) {
     const text = problem?.detail ?? problem?.title;
     const detail = typeof text === 'string' ? text : undefined;
-    const inProgress = info.inProgress === true;
-    const message = inProgress
-      ? `HTTP ${response.status}: the original request with this key was still in progress when the client stopped polling ` +
-        `(${info.attempts} attempt(s), option \`maxRetryTime\`). It has not failed: ask again later with the same key${info.key === undefined ? '' : ` (${info.key})`} to get its result, never with a new one.`
-      : `HTTP ${response.status}${detail ? `: ${detail}` : ''}`;
-    super(HttpStatusError.code, message, info);
+    const progress = info.inProgress === true ? { owner: undefined, retryInMs: undefined } : info.inProgress || undefined;
+    super(HttpStatusError.code, progress ? inProgressMessage(response.status, info, progress) : `HTTP ${response.status}${detail ? `: ${detail}` : ''}`, info);
     this.status = response.status;
     this.problem = problem;
     this.response = response;
     this.replayed = info.replayed;
-    this.inProgress = inProgress;
+    this.inProgress = progress !== undefined;
+    this.owner = progress?.owner;
+    this.retryInMs = progress?.retryInMs;
   }
+}
+
+/** Says that nothing failed, what the original was doing, and to come back with the same key. */
+function inProgressMessage(status: number, info: CallInfo, progress: InProgressInfo): string {
+  const key = info.key === undefined ? '' : ` (${info.key})`;
+  const when = progress.retryInMs === undefined ? 'later' : `in ${progress.retryInMs} ms or later`;
+  if (progress.owner === 'unresponsive') {
+    return `HTTP ${status}: the original request with this key is held by an owner that stopped renewing its lease (crashed or ` +
+      `stalled), and its lease ends later than the client waits (${info.attempts} attempt(s), options \`maxRetryTime\`, ` +
+      `\`maxRetryAfter\`). It has not failed: it may or may not have happened. A retry with the same key${key} ${when} ` +
+      `takes the key over once the lease has ended, and settles it; never retry with a new one.`;
+  }
+  return `HTTP ${status}: the original request with this key was still in progress when the client stopped polling ` +
+    `(${info.attempts} attempt(s), option \`maxRetryTime\`). It has not failed: ask again ${when} with the same key${key} ` +
+    `to get its result, never with a new one.`;
 }
 
 /**

@@ -14,9 +14,9 @@ import type { IdempotentFetchOptions, ResolvedClientOptions, RetryContext } from
 import { resolveClientOptions } from './options.js';
 import type { IdempotentRequestInit, PreparedRequest } from './request.js';
 import { prepareRequest } from './request.js';
-import type { IdempotentResponse } from './response.js';
+import type { IdempotencyInfo, IdempotentResponse, InProgressInfo } from './response.js';
 import { finalResponse, isReplayed, parseProblem } from './response.js';
-import { RETRYABLE_STATUSES, isInProgress, isNetworkFailure, isPermanent, problemRetryAfter } from './retryable.js';
+import { RETRYABLE_STATUSES, isInProgress, isNetworkFailure, isPermanent, problemLeaseEnds, problemOwner, problemRetryAfter } from './retryable.js';
 
 /** fetch's signature; the response also says how the call went (`response.idempotency`). */
 export type IdempotentFetch = (input: RequestInfo | URL, init?: IdempotentRequestInit) => Promise<IdempotentResponse>;
@@ -53,6 +53,14 @@ export function createIdempotentFetch(options: IdempotentFetchOptions = {}): Ide
   };
 }
 
+/**
+ * How long after an unresponsive owner's lease end the take-over retry is sent. The lease end is
+ * measured on the store's clock when it answered, and counted here from when the answer arrived,
+ * so the wait already ends after it; the margin covers the rounding to whole ms and a store whose
+ * clock reading is a little behind (one taken when its transaction began).
+ */
+export const TAKEOVER_MARGIN_MS = 250;
+
 async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<IdempotentResponse> {
   const started = performance.now();
   // Looked up per call, so a fetch installed after the client was created is used.
@@ -79,32 +87,51 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
     if (!inProgress && counted >= o.retries) return settle(outcome, info, o);
 
     // idemkit's hint in ms, from the problem body, else the whole seconds of `Retry-After`.
-    const retryAfter = response ? problemRetryAfter(problem) ?? parseRetryAfter(response.headers.get('retry-after')) : undefined;
-    // A 409's Retry-After guesses how long the original still runs (some servers send their whole
-    // lease): an earlier retry only meets another 409 or the replay, so its wait is capped.
-    const notBefore = conflict && retryAfter !== undefined ? Math.min(retryAfter, o.maxConflictWait) : retryAfter;
-    // Retrying before any other Retry-After would disobey the server and most likely fail again.
-    if (notBefore !== undefined && notBefore > o.maxRetryAfter) return settle(outcome, info, o, inProgress);
-    let delay: number;
-    if (conflict) {
-      conflicts++;
-      // The first 409 is retried when the server expects the original to be done; only when it
-      // was not do the polls back off (jittered, never sooner than the hint), up to the cap.
-      const backoff = retryAfter === undefined ? backoffDelay(conflicts, o) : conflicts === 1 ? 0 : backoffDelay(conflicts - 1, o);
-      delay = Math.min(Math.max(retryAfter ?? 0, backoff), o.maxConflictWait);
-    } else {
-      delay = Math.max(notBefore ?? 0, backoffDelay(counted + 1, o));
-    }
+    const header = response ? parseRetryAfter(response.headers.get('retry-after')) : undefined;
+    const retryAfter = problemRetryAfter(problem) ?? header;
+    const owner = inProgress ? problemOwner(problem) : undefined;
     const left = o.maxRetryTime - (performance.now() - started);
-    if (inProgress) {
-      // Polling early is harmless: the last poll is moved up to the deadline rather than dropped.
-      if (left <= 0) return settle(outcome, info, o, true);
-      delay = Math.min(delay, left);
+    // Without `leaseEndsInMs` the header is the lease left: idemkit sends it so for this owner.
+    const leaseEnds = owner === 'unresponsive' ? problemLeaseEnds(problem) ?? header : undefined;
+    let delay: number;
+    if (leaseEnds !== undefined) {
+      // Its owner stopped renewing (crashed, frozen): polling cannot bring the result, only the end
+      // of its lease can, after which a retry takes the key over and gets the real answer.
+      const wait = leaseEnds + TAKEOVER_MARGIN_MS;
+      conflicts++;
+      // Past the deadline, or longer than any server is trusted to ask (`maxRetryAfter`): nothing
+      // failed, so the call settles saying when a retry can take the key over.
+      if (left <= 0 || leaseEnds > left || leaseEnds > o.maxRetryAfter) return settle(outcome, info, o, { owner, retryInMs: wait });
+      // One wait to the lease's end. Should the key still be held after it (a renewal came late, a
+      // store's clock ran behind), the next waits back off too, so such a server is not hammered.
+      const backoff = conflicts === 1 ? 0 : Math.min(backoffDelay(conflicts - 1, o), o.maxConflictWait);
+      delay = Math.min(Math.max(wait, backoff), left);
     } else {
-      if (delay > left) return settle(outcome, info, o);
-      // A 409 is an answer from a server that works, not the outage the budget guards against.
-      if (!conflict && o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
-      counted++;
+      // A 409's Retry-After guesses how long the original still runs (some servers send their whole
+      // lease): an earlier retry only meets another 409 or the replay, so its wait is capped.
+      const notBefore = conflict && retryAfter !== undefined ? Math.min(retryAfter, o.maxConflictWait) : retryAfter;
+      const progress = inProgress ? { owner, retryInMs: retryAfter } : undefined;
+      // Retrying before any other Retry-After would disobey the server and most likely fail again.
+      if (notBefore !== undefined && notBefore > o.maxRetryAfter) return settle(outcome, info, o, progress);
+      if (conflict) {
+        conflicts++;
+        // The first 409 is retried when the server expects the original to be done; only when it
+        // was not do the polls back off (jittered, never sooner than the hint), up to the cap.
+        const backoff = retryAfter === undefined ? backoffDelay(conflicts, o) : conflicts === 1 ? 0 : backoffDelay(conflicts - 1, o);
+        delay = Math.min(Math.max(retryAfter ?? 0, backoff), o.maxConflictWait);
+      } else {
+        delay = Math.max(notBefore ?? 0, backoffDelay(counted + 1, o));
+      }
+      if (progress) {
+        // Polling early is harmless: the last poll is moved up to the deadline rather than dropped.
+        if (left <= 0) return settle(outcome, info, o, progress);
+        delay = Math.min(delay, left);
+      } else {
+        if (delay > left) return settle(outcome, info, o);
+        // A 409 is an answer from a server that works, not the outage the budget guards against.
+        if (!conflict && o.budget && !o.budget.tryWithdraw()) throw budgetExhausted(outcome, info);
+        counted++;
+      }
     }
     // Filled in after the literal: a spread of the optional fields costs microseconds on Node 20.
     const context: { -readonly [K in keyof RetryContext]: RetryContext[K] } = {
@@ -118,6 +145,7 @@ async function run(request: PreparedRequest, o: ResolvedClientOptions): Promise<
     if (response) context.status = response.status;
     else context.error = outcome.error;
     if (retryAfter !== undefined) context.retryAfter = retryAfter;
+    if (owner !== undefined) context.owner = owner;
     // Awaited, but an abort does not wait for a slow hook.
     if (o.onRetry) await raceAbort(Promise.resolve(o.onRetry(context)), request.signal);
     await sleep(delay, request.signal);
@@ -247,14 +275,18 @@ async function readLimited(response: Response, method: string, limit: number): P
 
 /**
  * The call's final answer: the response (or `HttpStatusError`), or `RequestFailedError` for an
- * error. `inProgress`: the last answer said the original request was still running when polling stopped.
+ * error. `inProgress`: the last answer was an in-progress 409 the client stopped at (polling
+ * reached the deadline, or its owner's lease ends after it), with what it said of the owner.
  */
-function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions, inProgress = false): IdempotentResponse {
+function settle(outcome: Outcome, info: CallInfo, o: ResolvedClientOptions, inProgress?: InProgressInfo): IdempotentResponse {
   if (!outcome.response) throw new RequestFailedError(info, outcome.error);
   const replayed = isReplayed(outcome.response);
-  const response = finalResponse(outcome, Object.assign({}, info, { replayed }));
+  const settled: IdempotencyInfo = inProgress
+    ? { key: info.key, attempts: info.attempts, replayed, inProgress: Object.freeze(inProgress) }
+    : { key: info.key, attempts: info.attempts, replayed };
+  const response = finalResponse(outcome, settled);
   if (o.throwOnError && response.status >= 400) {
-    throw new HttpStatusError(Object.assign({}, info, { replayed, inProgress }), response, parseProblem(response, outcome.body));
+    throw new HttpStatusError(settled, response, parseProblem(response, outcome.body));
   }
   return response;
 }

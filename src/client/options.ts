@@ -23,6 +23,12 @@ export interface RetryContext {
    * hint, finer than the header), else `Retry-After`.
    */
   readonly retryAfter?: number;
+  /**
+   * What an in-progress 409 said of the original request's owner (idemkit's problem member
+   * `owner`): `'alive'` (polled), `'unresponsive'` (`delay` waits for its lease to end, so the
+   * retry can take the key over). Absent when the answer did not say.
+   */
+  readonly owner?: 'alive' | 'unresponsive';
 }
 
 /**

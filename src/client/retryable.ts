@@ -7,7 +7,9 @@ import type { Problem } from './errors.js';
  * - 409: with idemkit (and Stripe) the first request with this key is still running; the retry
  *   gets its result once it finishes (its pause is capped by `maxConflictWait`). Not a failure:
  *   never charged to the retry budget, and an idemkit in-progress 409 (`isInProgress`) is polled
- *   within `maxRetryTime` without counting against `retries`;
+ *   within `maxRetryTime` without counting against `retries`; when it says the owner is
+ *   unresponsive (`problemOwner`), the client waits for its lease to end instead, and retries once
+ *   to take the key over;
  * - 429, 503: the server asked us to come back (usually with Retry-After);
  * - 500: the outcome is unknown, so keep the key: a server that recorded the attempt replays it,
  *   one that did not runs it once;
@@ -57,6 +59,29 @@ export function isPermanent(problem: Problem | undefined): boolean {
  */
 export function problemRetryAfter(problem: Problem | undefined): number | undefined {
   const value = problem?.retryAfterMs;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.min(Math.ceil(value), MAX_RETRY_AFTER_MS) : undefined;
+}
+
+/** What idemkit's in-progress 409 says of the original request's owner (problem member `owner`). */
+export type OwnerState = 'alive' | 'unresponsive';
+
+/**
+ * The problem's `owner` member: `alive` (the owner renews its lease: the original is running) or
+ * `unresponsive` (it stopped renewing: crashed, frozen or cut off; its lease runs out and a retry
+ * then takes the key over). Undefined for any other value or none (other servers, older idemkit),
+ * which the client polls as it always has.
+ */
+export function problemOwner(problem: Problem | undefined): OwnerState | undefined {
+  const value = problem?.owner;
+  return value === 'alive' || value === 'unresponsive' ? value : undefined;
+}
+
+/**
+ * The problem's `leaseEndsInMs` member: how long the owner's lease still ran, on the store's clock,
+ * when the server answered. Undefined unless it is a finite number >= 0; at most `MAX_RETRY_AFTER_MS`.
+ */
+export function problemLeaseEnds(problem: Problem | undefined): number | undefined {
+  const value = problem?.leaseEndsInMs;
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.min(Math.ceil(value), MAX_RETRY_AFTER_MS) : undefined;
 }
 

@@ -53,6 +53,28 @@ export async function scriptedServer(script: (n: number, seen: Seen) => Action):
   return { ...(await listenServer(server)), seen };
 }
 
+/** One request as `scriptedFetch` received it; `at` is performance.now(), which fake timers move. */
+export interface Sent {
+  readonly headers: Headers;
+  readonly at: number;
+}
+
+/**
+ * The scripted server's answers without a socket, as the client's `fetch` option: for tests on
+ * fake timers, where a real connection would wait on timers nobody advances. Only responses
+ * (status, headers, body); answered at once, so no time passes in an attempt.
+ */
+export function scriptedFetch(script: (n: number) => Exclude<Action, string>): { readonly fetch: typeof globalThis.fetch; readonly sent: Sent[] } {
+  const sent: Sent[] = [];
+  const fetch = ((_input: RequestInfo | URL, init?: RequestInit) => {
+    sent.push({ headers: new Headers(init?.headers), at: performance.now() });
+    const action = script(sent.length - 1);
+    const body = action.body ?? JSON.stringify({ status: action.status });
+    return Promise.resolve(new Response(body, { status: action.status, headers: { 'content-type': 'application/json', ...action.headers } }));
+  }) as typeof globalThis.fetch;
+  return { fetch, sent };
+}
+
 function act(action: Action, req: IncomingMessage, res: ServerResponse): void {
   if (action === 'hang') return;
   if (action === 'drop') return void req.socket.destroy();
