@@ -4,13 +4,14 @@
  * the Redis clock; `inspect` and `purge` are one script on one key. A pass over the keyspace:
  * for an operator, not for a request's path.
  */
-import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js';
+import { CorruptRecordError } from '../../core/errors.js';
 import type { IdempotencyRecord, PurgeOutcome, RecordDetails, RecordRef, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
 import type { RedisArgument, RedisBufferClient } from '../../drivers/redis.js';
-import { sendBuffer } from '../../drivers/redis.js';
 import { isExpiredAt, summarize, walkingAdmin } from '../shared/admin.js';
 import type { LuaScript } from './lua.js';
 import { script } from './lua.js';
+import { scanKeys } from './keys.js';
+import { text } from './reply.js';
 
 /**
  * KEYS[1]; ARGV[2] = '1' for the body, '0' for its length only. Replies false (no record, or a
@@ -64,8 +65,6 @@ export interface RedisAdminAccess {
   readonly run: (script: LuaScript, key: string, ref: RecordRef | undefined, args: RedisArgument[]) => Promise<unknown>;
 }
 
-const SCAN_COUNT = 500;
-
 export function redisAdmin(a: RedisAdminAccess): StoreAdmin {
   const sizes = new WeakMap<RecordSummary, number>();
   const read = async (key: string, ref: RecordRef | undefined, withBody: boolean): Promise<RecordDetails | undefined> => {
@@ -84,22 +83,9 @@ export function redisAdmin(a: RedisAdminAccess): StoreAdmin {
     // A script, not TIME: under enableAutoPipelining ioredis' callBuffer loses the command name.
     now: async () => Number(await a.run(ADMIN_NOW, a.keyOf({ scope: '', key: '' }), undefined, [])),
     async *each() {
-      const nodes = typeof a.client.nodes === 'function' ? a.client.nodes('master') : [a.client];
-      for (const node of nodes) {
-        let cursor = '0';
-        do {
-          let reply: unknown;
-          try {
-            reply = await sendBuffer(node, 'scan', [cursor, 'MATCH', a.pattern, 'COUNT', SCAN_COUNT]);
-          } catch (error) {
-            throw new StoreUnavailableError(`redis store: admin scan failed: ${messageOf(error)}`, { cause: error });
-          }
-          const [next, keys] = Array.isArray(reply) ? reply : [];
-          cursor = text(next) ?? '0';
-          const found = Array.isArray(keys) ? keys.map((k) => text(k) ?? '') : [];
-          // A key SCAN returned may be gone by the time it is read: then it is not listed.
-          for (const s of await Promise.all(found.map(summary))) if (s) yield s;
-        } while (cursor !== '0');
+      for await (const found of scanKeys(a.client, a.pattern, 'admin scan')) {
+        // A key SCAN returned may be gone by the time it is read: then it is not listed.
+        for (const s of await Promise.all(found.map(summary))) if (s) yield s;
       }
     },
     inspect: (ref) => read(a.keyOf(ref), ref, true),
@@ -145,13 +131,4 @@ function toDetails(redisKey: string, f: unknown[], withBody: boolean): RecordDet
     createdAt: typeof f[16] === 'number' ? f[16] : null,
     updatedAt: typeof f[17] === 'number' ? f[17] : null,
   };
-}
-
-function text(value: unknown): string | undefined {
-  if (Buffer.isBuffer(value)) return value.toString('utf8');
-  return typeof value === 'string' ? value : undefined;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,6 +1,10 @@
-/** Where a record lives: its Redis key, and that key's Cluster slot. */
+/** Where a record lives: its Redis key, that key's Cluster slot, and a SCAN over every record key. */
 import { hash } from 'node:crypto';
+import { StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
+import type { RedisBufferClient } from '../../drivers/redis.js';
+import { sendBuffer } from '../../drivers/redis.js';
+import { messageOf, text } from './reply.js';
 
 /**
  * The Redis key of a record. The pair is hashed: braces in a scope or key cannot break the
@@ -22,4 +26,30 @@ export function keySlot(key: string): number {
     for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
   }
   return crc % 16384;
+}
+
+/** How many keys one SCAN asks each node for. */
+const SCAN_COUNT = 500;
+
+/**
+ * The keys matching `pattern`, one SCAN page at a time, on every master of a Cluster (on the one
+ * server otherwise): never KEYS, so Redis is not blocked for the pass. A key may be gone by the
+ * time its page is read. A SCAN that fails throws `StoreUnavailableError` naming `pass`.
+ */
+export async function* scanKeys(client: RedisBufferClient, pattern: string, pass: string): AsyncGenerator<string[]> {
+  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      let reply: unknown;
+      try {
+        reply = await sendBuffer(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
+      } catch (error) {
+        throw new StoreUnavailableError(`redis store: ${pass} failed: ${messageOf(error)}`, { cause: error });
+      }
+      const [next, keys] = Array.isArray(reply) ? reply : [];
+      cursor = text(next) ?? '0';
+      yield Array.isArray(keys) ? keys.map((k) => text(k) ?? '') : [];
+    } while (cursor !== '0');
+  }
 }

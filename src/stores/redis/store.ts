@@ -6,16 +6,16 @@ import { consoleLogger } from '../../core/logger.js';
 import { optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
 import type { RedisBufferClient, RedisClient as DriverRedisClient } from '../../drivers/redis.js';
-import { sendBuffer, writeCoalescer } from '../../drivers/redis.js';
+import { writeCoalescer } from '../../drivers/redis.js';
 import { redisAdmin } from './admin.js';
 import { claim, ms } from './claim.js';
 import { notIoredis, warnAboutClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { fencedScript, runScript } from './context.js';
-import { redisRecordKey } from './keys.js';
+import { redisRecordKey, scanKeys } from './keys.js';
 import { CHECKPOINT, COMPLETE, READ, REAP, RELEASE, RENEW } from './lua.js';
 import { encodeResponse } from './record.js';
-import { corrupt, messageOf, parseInteger, parseJson, parseResponse, text } from './reply.js';
+import { corrupt, parseInteger, parseJson, parseResponse, text } from './reply.js';
 import { verify } from './verify.js';
 
 /**
@@ -102,7 +102,6 @@ const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 // Redis refuses bulk strings over 512 MiB (proto-max-bulk-len), and a completion sends the body
 // with the response's headers in one: a bigger limit could never be written.
 const MAX_BODY_LIMIT = 511 * 1024 * 1024;
-const SCAN_COUNT = 500;
 
 /**
  * The Redis store on ioredis (standalone or Cluster). Every operation is one command: the claim
@@ -223,27 +222,14 @@ async function get(c: RedisContext, ref: RecordRef): Promise<IdempotencyRecord |
  */
 async function reap(c: RedisContext, pattern: string, limit = 1000): Promise<number> {
   let reaped = 0;
-  const nodes = typeof c.client.nodes === 'function' ? c.client.nodes('master') : [c.client];
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      let reply: unknown;
-      try {
-        reply = await sendBuffer(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
-      } catch (error) {
-        throw new StoreUnavailableError(`redis store: reap failed: ${messageOf(error)}`, { cause: error });
-      }
-      const [next, keys] = Array.isArray(reply) ? reply : [];
-      cursor = text(next) ?? '0';
-      const found = Array.isArray(keys) ? keys.map((k) => text(k) ?? '') : [];
-      // In batches no larger than what is left of `limit`, so a batch can never overshoot it.
-      while (found.length > 0 && reaped < limit) {
-        const batch = found.splice(0, limit - reaped);
-        const done = await Promise.all(batch.map((k) => runScript(c, REAP, k, undefined, [])));
-        reaped += done.filter((d) => d === 1).length;
-      }
-      if (reaped >= limit) return reaped;
-    } while (cursor !== '0');
+  for await (const found of scanKeys(c.client, pattern, 'reap')) {
+    // In batches no larger than what is left of `limit`, so a batch can never overshoot it.
+    while (found.length > 0 && reaped < limit) {
+      const batch = found.splice(0, limit - reaped);
+      const done = await Promise.all(batch.map((k) => runScript(c, REAP, k, undefined, [])));
+      reaped += done.filter((d) => d === 1).length;
+    }
+    if (reaped >= limit) return reaped;
   }
   return reaped;
 }
