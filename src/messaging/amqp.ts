@@ -3,7 +3,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { optionReader } from '../core/option-reader.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats, DeliveryTx, Settlement } from './delivery.js';
-import { deliver, newStats, prepareDelivery } from './delivery.js';
+import { deliver, idHeaderOption, newStats, prepareDelivery } from './delivery.js';
 
 /** The part of an amqplib message the adapter reads (declared here, so the driver stays the user's). */
 export interface AmqpMessage {
@@ -86,8 +86,7 @@ export async function amqpConsumeOnce<Msg extends AmqpMessage, T, Options extend
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
   const read = optionReader('amqpConsumeOnce()', options);
   const delivery = prepareDelivery(read, options);
-  const idHeader = read.value('idHeader');
-  if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
+  const idHeader = idHeaderOption(read.value('idHeader'));
   const idOptions: AmqpIdOptions = { idHeader, hashFallback: read.boolean('hashFallback', { default: false }) };
   read.done();
   const stats = newStats();

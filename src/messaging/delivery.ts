@@ -1,3 +1,4 @@
+import { InvalidOptionError } from '../core/errors.js';
 import type { Clock, IdempotencyStore } from '../core/store.js';
 import type { OptionReader } from '../core/option-reader.js';
 import type { SqlDatabase, SqlExecutor } from '../drivers/sql-executor.js';
@@ -178,6 +179,12 @@ function notifyDuplicate<Msg>(delivery: Delivery<Msg>, messageId: string, messag
   } catch {
     // Reporting only; the duplicate is already acknowledged.
   }
+}
+
+/** Validates an adapter's `idHeader`: a header name, or undefined for the adapter's default. */
+export function idHeaderOption(value: unknown): string | undefined {
+  if (value !== undefined && (typeof value !== 'string' || value === '')) throw new InvalidOptionError('idHeader', 'expected a non-empty header name');
+  return value;
 }
 
 /**

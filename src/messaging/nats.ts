@@ -4,7 +4,7 @@ import type { SqlExecutor } from '../drivers/sql-executor.js';
 import { messageIdOption } from './consume.js';
 import { MissingMessageIdError } from './errors.js';
 import type { AdapterOptions, ConsumeStats, Delivery, DeliveryTx, Settlement } from './delivery.js';
-import { deliver, newStats, prepareDelivery } from './delivery.js';
+import { deliver, idHeaderOption, newStats, prepareDelivery } from './delivery.js';
 
 /** The header JetStream deduplicates on within the stream's `duplicate_window`. */
 export const NATS_MSG_ID = 'Nats-Msg-Id';
@@ -89,8 +89,7 @@ export function natsConsumeOnce<Msg extends NatsJsMessage, T, Options extends Na
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', 'expected an async function');
   const read = optionReader('natsConsumeOnce()', options);
   const delivery = prepareDelivery(read, options);
-  const idHeader = read.value('idHeader');
-  if (idHeader !== undefined && (typeof idHeader !== 'string' || idHeader === '')) read.fail('idHeader', 'expected a non-empty header name');
+  const idHeader = idHeaderOption(read.value('idHeader'));
   const idOptions: NatsIdOptions = { idHeader, sequenceFallback: read.boolean('sequenceFallback', { default: false }) };
   const nakDelayMs = read.integer('nakDelayMs', { default: 0 });
   read.done();

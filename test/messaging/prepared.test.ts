@@ -267,6 +267,7 @@ describe('a bad option fails at set-up, before any message', () => {
       [{ db: t.db, consumer: 'c', table: 'Bad-Name' }, 'table'],
       [{ db: t.db, consumer: 'c', leaseMs: 0 }, 'leaseMs'],
       [{ db: t.db, consumer: 'c', events: { procesed: () => undefined } }, 'events.procesed'],
+      [{ db: t.db, consumer: 'c', idHeader: '' }, 'idHeader'],
     ] as const) {
       await expect(amqpConsumeOnce(channel, 'q', options as never, async () => 1), option).rejects.toMatchObject({ option });
     }
@@ -286,6 +287,7 @@ describe('a bad option fails at set-up, before any message', () => {
       [{ db: t.db, consumer: 'c', retentionMs: 0 }, 'retentionMs'],
       [{ db: t.db, consumer: 'c', nakDelayMs: 1.5 }, 'nakDelayMs'],
       [{ db: t.db, consumer: 'c', requeue: 'no' }, 'requeue'],
+      [{ db: t.db, consumer: 'c', idHeader: 5 }, 'idHeader'],
       [{ consumer: 'c' }, 'db'],
     ] as const) {
       let error: unknown;
