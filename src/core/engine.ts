@@ -82,7 +82,8 @@ export class IdempotencyEngine<Req = unknown> {
     this.headerName = this.options.header.toLowerCase();
     const knownFields = new Map<string, readonly string[]>();
     for (const fields of [this.options.fingerprintFields, this.options.previousFingerprintFields]) if (fields) knownFields.set(fieldsDigest(fields), fields);
-    const claimOptions = Object.freeze({ leaseMs: this.options.leaseMs, windowMs: this.options.windowMs });
+    const { leaseMs, windowMs, instance } = this.options;
+    const claimOptions = Object.freeze(instance === undefined ? { leaseMs, windowMs } : { leaseMs, windowMs, incarnation: instance.incarnation });
     this.claiming = { store: this.options.store, deadlines: this.deadlines, claimOptions, knownFields, onError: this.options.onError };
     this.representationHeaders = Object.freeze([...this.options.replayHeaders, ...REPRESENTATION_HEADERS]);
     // Ticks every third of a lease: renews leases (unless renewLease is off), and asks each

@@ -42,6 +42,7 @@ export const ERROR_CODES = {
   // Options and configuration.
   ERR_IDEMKIT_INVALID_OPTION: core('InvalidOptionError'),
   ERR_IDEMKIT_MOUNTED_TWICE: core('MountedTwiceError'),
+  ERR_IDEMKIT_INSTANCE_IN_USE: core('InstanceInUseError'),
   // What a request is answered with.
   ERR_IDEMKIT_KEY_MISSING: http('MissingKeyError', { status: 400, slug: 'missing-key', title: 'Idempotency-Key is missing' }),
   ERR_IDEMKIT_KEY_INVALID: http('InvalidKeyError', { status: 400, slug: 'invalid-key', title: 'Idempotency-Key is invalid' }),

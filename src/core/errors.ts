@@ -133,6 +133,14 @@ export class InvalidOptionError extends IdemkitError {
   }
 }
 
+/** `startInstance()`: another live process keeps renewing this instance name; nothing of its was touched. */
+export class InstanceInUseError extends CodedError {
+  static readonly code = 'ERR_IDEMKIT_INSTANCE_IN_USE' satisfies ErrorCode;
+  constructor(name: string, waitedMs: number) {
+    super(`Instance ${JSON.stringify(name)} is registered by another live process (still renewed after ${waitedMs} ms): every process needs its own name`);
+  }
+}
+
 /** The same route is protected twice (two middlewares, or the plugin registered twice): protect it once. */
 export class MountedTwiceError extends CodedError { static readonly code = 'ERR_IDEMKIT_MOUNTED_TWICE' satisfies ErrorCode; }
 

@@ -16,6 +16,8 @@ export type { KeyPolicy } from './key.js';
 export type { FingerprintOptions } from './fingerprint.js';
 export type { IdempotencyLogger } from './logger.js';
 export { consoleLogger } from './logger.js';
+export { startInstance } from './instance.js';
+export type { Instance } from './instance.js';
 export type {
   CompleteEvent,
   ConflictEvent,
@@ -42,6 +44,7 @@ export {
   ExecutionTimeoutHttpError,
   IdemkitError,
   IdempotencyHttpError,
+  InstanceInUseError,
   InvalidKeyError,
   InvalidOptionError,
   InvalidRecordRefError,

@@ -21,7 +21,7 @@
 export const RESERVED_SCOPE_MARK = '\u001f';
 
 /** The internal namespaces; one per feature that keeps records in a shared store. */
-export type InternalNamespace = 'message';
+export type InternalNamespace = 'message' | 'instance';
 
 /**
  * True for a scope in idemkit's reserved namespace. The HTTP engine must refuse such a scope

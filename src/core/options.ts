@@ -1,4 +1,6 @@
 import type { IdempotencyEvents } from './events.js';
+import type { Instance } from './instance.js';
+import { readInstance } from './instance.js';
 import { EVENT_NAMES, EventSink } from './events.js';
 import type { KeyPolicy } from './key.js';
 import type { IdempotencyLogger } from './logger.js';
@@ -164,6 +166,14 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
    */
   readonly storeTimeoutMs?: number;
   /**
+   * This process's registered identity (`await startInstance({ store, name })`, on the same store):
+   * its claims carry the incarnation, so that when the process crashes and restarts, its
+   * successor ends the leases of what it left in flight and retries take those keys over at once
+   * instead of after a whole lease.
+   * @default undefined (a crashed process's keys wait out their leases)
+   */
+  readonly instance?: Instance | undefined;
+  /**
    * When the store is unreachable, run the handler unprotected instead of answering 503.
    * @default false (fail closed)
    */
@@ -220,12 +230,13 @@ export type EngineOptions<Req = unknown> = Omit<IdempotencyOptions<Req>, 'transa
  * declared there once, and only the ones resolved into another shape are restated here.
  */
 export type ResolvedOptions<Req> = Readonly<
-  Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'previousFingerprintFields' | 'previousScope' | 'replayHeaders' | 'events'>>
+  Required<Omit<IdempotencyOptions<Req>, 'methods' | 'fingerprintFields' | 'previousFingerprintFields' | 'previousScope' | 'replayHeaders' | 'events' | 'instance'>>
 > & {
   /** Undefined when nobody listens: the request path then builds no event. */
   readonly events: EventSink | undefined;
   /** Upper-cased. */
   readonly methods: ReadonlySet<string>;
+  readonly instance: Instance | undefined;
   readonly fingerprintFields: readonly string[] | undefined;
   readonly previousFingerprintFields: readonly string[] | undefined;
   readonly previousScope: ((request: Req) => string | Promise<string>) | undefined;
@@ -335,6 +346,7 @@ export function resolveOptions<Req>(options: EngineOptions<Req>, naming?: Reader
     transactional,
     storeTimeoutMs: read.duration('storeTimeoutMs', { default: 3_000, min: 1 }),
     failOpen: read.boolean('failOpen', { default: false }),
+    instance: readInstance(read.value('instance'), store, (message) => read.fail('instance', message)),
     onError,
     logger: read.value('logger') ?? consoleLogger,
     redactKeys,

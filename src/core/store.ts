@@ -19,6 +19,12 @@ export interface ClaimOptions {
   readonly leaseMs: number;
   /** How long the key is remembered after the claim (the retention window). */
   readonly windowMs: number;
+  /**
+   * The claiming instance's incarnation (`Instance.incarnation`, 16 hex characters): the owner
+   * token of an acquired claim starts with it, so that `endLeasesOf` finds it. Absent without an
+   * instance identity: the token is all fresh random bits.
+   */
+  readonly incarnation?: string | undefined;
 }
 
 export type Claim =
@@ -130,6 +136,22 @@ export interface AbandonedRecords {
 
 export function canListAbandoned<S extends IdempotencyStore>(store: S): store is S & AbandonedRecords {
   return typeof (store as Partial<AbandonedRecords>).listAbandoned === 'function';
+}
+
+/**
+ * An optional store capability, for instance identities (`startInstance`): ends now the leases of
+ * the in-flight records an incarnation claimed (their owner token starts with `incarnation`), as
+ * `renew(…, 0)` would, so a retry or a completer takes each over at once, from its recovery point.
+ * Records it no longer owns (taken over, completed, released) are untouched: the token decides.
+ * Returns how many leases it ended. Only for an incarnation known to be gone: its instance's
+ * registration ran out and a new incarnation of the same instance holds it.
+ */
+export interface IncarnationLeases {
+  endLeasesOf(incarnation: string): Promise<number>;
+}
+
+export function canEndLeasesOf<S extends IdempotencyStore>(store: S): store is S & IncarnationLeases {
+  return typeof (store as Partial<IncarnationLeases>).endLeasesOf === 'function';
 }
 
 /** A clock in epoch milliseconds; injectable so tests can move time. */

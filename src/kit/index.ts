@@ -26,7 +26,7 @@ export {
 } from '../core/response.js';
 
 // ─── Stores: the contract a store implements ──────────────────────────────────────────────────
-export type { Claim, ClaimOptions, Clock, IdempotencyRecord, RecordRef, RecordState, StoredResponse, StoreTransaction } from '../core/store.js';
+export type { Claim, ClaimOptions, Clock, IdempotencyRecord, IncarnationLeases, RecordRef, RecordState, StoredResponse, StoreTransaction } from '../core/store.js';
 export { canListAbandoned, fitResponse, isTransactionalStore, systemClock, DEFAULT_MAX_RESPONSE_BYTES } from '../core/store.js';
 export { newOwnerToken } from '../core/token.js';
 export { checkRecordRef } from '../core/validate.js';
@@ -37,7 +37,7 @@ export type { AdministrableStore, PurgeOutcome, RecordDetails, RecordFilter, Rec
 export { hasAdmin } from '../core/store.js';
 
 // ─── Both: reading a factory's options (unknown keys refused with the name probably meant) ────
-export { optionReader, OptionReader, checkInteger, checkDuration, checkNumber, checkBoolean, checkProblemTypeBase, MAX_TIMER_MS } from '../core/option-reader.js';
+export { optionReader, OptionReader, checkInteger } from '../core/option-reader.js';
 export type { ReaderSettings } from '../core/option-reader.js';
 
 // ─── Stores: the contract suite, run with the caller's test framework ─────────────────────────

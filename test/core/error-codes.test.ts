@@ -31,6 +31,7 @@ import {
   KeyMismatchError,
   LeaseLostError,
   MissingKeyError,
+  InstanceInUseError,
   MountedTwiceError,
   NotTransactionalError,
   PROBLEM_BASE,
@@ -58,6 +59,7 @@ const response = new Response('{}', { status: 500 });
 const samples = {
   ERR_IDEMKIT_INVALID_OPTION: () => new InvalidOptionError('leaseMs', 'must be a number'),
   ERR_IDEMKIT_MOUNTED_TWICE: () => new MountedTwiceError('mounted twice'),
+  ERR_IDEMKIT_INSTANCE_IN_USE: () => new InstanceInUseError('checkout-1', 10_000),
   ERR_IDEMKIT_KEY_MISSING: () => new MissingKeyError('Idempotency-Key'),
   ERR_IDEMKIT_KEY_INVALID: () => new InvalidKeyError('Idempotency-Key', 'it is empty'),
   ERR_IDEMKIT_SCOPE_INVALID: () => new InvalidScopeError('a lone surrogate'),

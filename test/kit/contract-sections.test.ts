@@ -7,7 +7,7 @@ import { memoryStore } from 'idemkit/stores/memory';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { manualClock } from '../stores/manual-clock.js';
 
-const ALL = ['admin', 'claim', 'fencing', 'recovery', 'window'] as const;
+const ALL = ['admin', 'claim', 'fencing', 'recovery', 'instances', 'window'] as const;
 type Section = (typeof ALL)[number];
 
 const memory = () => {
@@ -86,7 +86,7 @@ describe('describeStoreContract sections', () => {
     const declare = (options: object) => () => describeStoreContract('memory', memory, test, options as { sections?: Section[] });
     expect(declare({ sections: ['claim', 'fencng'] })).toThrow(InvalidOptionError);
     expect(declare({ sections: ['claim', 'fencng'] })).toThrow(
-      "Invalid option `sections`: unknown section \"fencng\" (did you mean 'fencing'?); the sections are 'admin', 'claim', 'fencing', 'recovery' and 'window'",
+      "Invalid option `sections`: unknown section \"fencng\" (did you mean 'fencing'?); the sections are 'admin', 'claim', 'fencing', 'recovery', 'instances' and 'window'",
     );
     expect(declare({ sections: ['transactions'] })).toThrow(/^Invalid option `sections`: unknown section "transactions"; the sections are 'admin', /);
     expect(declare({ sections: [42] })).toThrow(/`sections`: unknown section 42; the sections are/);

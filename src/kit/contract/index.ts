@@ -18,6 +18,7 @@ import { claimSection } from './claim.js';
 import type { ContractContext, ContractSuite, ContractTestApi } from './context.js';
 import { contractSuite } from './context.js';
 import { fencingSection } from './fencing.js';
+import { instancesSection } from './instances.js';
 import { recoverySection } from './recovery.js';
 import { windowSection } from './window.js';
 
@@ -32,6 +33,7 @@ const SECTIONS = {
   claim: claimSection,
   fencing: fencingSection,
   recovery: recoverySection,
+  instances: instancesSection,
   window: windowSection,
 } satisfies Record<string, (suite: ContractSuite) => void>;
 

@@ -1,7 +1,7 @@
 import { serialize } from 'node:v8';
-import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, RecordRef } from '../../core/store.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, IncarnationLeases, RecordRef } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../../core/store.js';
-import { newOwnerToken } from '../../core/token.js';
+import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
 import { memoryAdmin } from './admin.js';
@@ -68,7 +68,7 @@ export interface MemoryStoreStats {
   readonly refused: number;
 }
 
-export interface MemoryStore extends IdempotencyStore, AbandonedRecords, AdministrableStore {
+export interface MemoryStore extends IdempotencyStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /** Number of records held. */
   readonly size: number;
   /** Records and bytes held, and how many claims and checkpoints were refused for want of room. */
@@ -171,6 +171,19 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const found = [...table.all()].filter((r) => r.state === 'in_flight' && r.leaseUntil <= t && r.expiresAt > t);
       return found.sort((a, b) => a.leaseUntil - b.leaseUntil).slice(0, max).map(toRecord);
     },
+    async endLeasesOf(incarnation) {
+      checkIncarnation(incarnation);
+      const t = now();
+      let ended = 0;
+      for (const r of table.all()) {
+        if (r.state !== 'in_flight' || r.leaseUntil <= t || !r.token.startsWith(incarnation)) continue;
+        r.leaseUntil = t;
+        r.updatedAt = t;
+        table.mayExpireFrom(r);
+        ended++;
+      }
+      return ended;
+    },
     async reap(limit = 1000) {
       return table.sweep(limit);
     },
@@ -190,7 +203,7 @@ function claim(table: MemoryTable, now: Clock, ref: RecordRef, fingerprint: stri
     if (r.fingerprint !== fingerprint) return { kind: 'mismatch' };
     if (r.state === 'completed') return { kind: 'completed', response: r.response! };
     if (r.leaseUntil > t) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - t };
-    r.token = newOwnerToken();
+    r.token = newOwnerToken(o.incarnation);
     r.leaseUntil = t + o.leaseMs;
     r.updatedAt = t;
     r.attempt++;
@@ -198,7 +211,7 @@ function claim(table: MemoryTable, now: Clock, ref: RecordRef, fingerprint: stri
   }
   // Past its window the old record is gone for every purpose: the new one replaces it.
   if (r) table.remove(r);
-  const token = newOwnerToken();
+  const token = newOwnerToken(o.incarnation);
   const fresh = new MemoryRecord(ref.scope, ref.key, fingerprint, token, t + o.leaseMs, t + o.windowMs, t, t);
   fresh.bytes = inFlightBytes(fresh);
   const refusal = table.admit(fresh);

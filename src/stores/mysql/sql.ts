@@ -119,6 +119,9 @@ export function statements(table: string) {
       FROM ${t} WHERE state = 'in_flight' AND lease_until <= ${NOW_MS} AND expires_at > ${NOW_MS}
       ORDER BY lease_until LIMIT ${limit}`,
     reap: (limit: number) => `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ${limit}`,
+    // A dead incarnation's live leases end now, as renew(…, 0) would.
+    endLeasesOf: `UPDATE ${t} SET lease_until = ${NOW_MS}, revision = revision + 1, updated_at = ${NOW_MS}
+      WHERE state = 'in_flight' AND lease_until > ${NOW_MS} AND LEFT(token, 16) = ?`,
   };
 }
 

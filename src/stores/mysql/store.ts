@@ -1,7 +1,7 @@
 import { CorruptRecordError, LeaseLostError, StoreUnavailableError } from '../../core/errors.js';
-import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, IncarnationLeases, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
-import { newOwnerToken } from '../../core/token.js';
+import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import type { MysqlPool, MysqlPoolConnection, MysqlValue } from '../../drivers/mysql.js';
 import { isDuplicateKey } from '../../drivers/mysql.js';
@@ -50,7 +50,7 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
 
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
-export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, JoinableStore, AbandonedRecords, AdministrableStore {
+export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
    * Creates the table and its expiry index if missing, and adds the columns a table of an earlier
    * idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL: unknown). Idempotent, and
@@ -154,6 +154,10 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
         return toRecord(ref, table, parseRow(ref, table, raw));
       });
     },
+    async endLeasesOf(incarnation) {
+      checkIncarnation(incarnation);
+      return affectedRows((await db.run('endLeasesOf', sql.endLeasesOf, [incarnation])).result);
+    },
     admin: mysqlAdmin(db, table),
     async beginTransaction(): Promise<StoreTransaction<ConnectionOf<P>>> {
       const tx = await db.begin();
@@ -199,7 +203,7 @@ async function claimRecord(s: MysqlState, ref: RecordRef, fp: string, o: ClaimOp
   const { sql, table } = s;
   const id = refParams(ref);
   const fpBytes = fingerprintParam(fp);
-  const token = newOwnerToken();
+  const token = newOwnerToken(o.incarnation);
   for (let round = 0; round < CLAIM_ROUNDS; round++) {
     const row = await readRow(s, ref, id);
     // Our write landed although its answer was lost with the connection: it is ours.

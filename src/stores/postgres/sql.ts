@@ -73,6 +73,7 @@ export interface PostgresStatements {
   readonly release: string;
   readonly reap: string;
   readonly listAbandoned: string;
+  readonly endLeasesOf: string;
 }
 
 /** A record is gone for every purpose once its window has passed and no live lease holds it. */
@@ -262,5 +263,9 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
                            ${epochMs('created_at')}, ${epochMs('updated_at')}
                       FROM ${t} WHERE state = 'in_flight' AND lease_until <= clock_timestamp() AND expires_at > clock_timestamp()
                      ORDER BY lease_until LIMIT $1`,
+    // A dead incarnation's live leases end now, as renew(…, 0) would. now(), not clock_timestamp(),
+    // so that the lease condition can use an index on in-flight leases.
+    endLeasesOf: `UPDATE ${t} SET lease_until = now(), updated_at = now()
+                   WHERE state = 'in_flight' AND lease_until > now() AND left(token, 16) = $1`,
   };
 }

@@ -1,7 +1,7 @@
 import { CorruptRecordError, LeaseLostError } from '../../core/errors.js';
-import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, IncarnationLeases, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
-import { newOwnerToken } from '../../core/token.js';
+import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../drivers/postgres.js';
 import type { JoinableStore, StatementRunner } from '../shared/joined-transaction.js';
@@ -50,7 +50,7 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, JoinableStore, AbandonedRecords, AdministrableStore {
+export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
    * Creates the table, its expiry index and the claim function if missing, adds the columns a
    * table of an earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL:
@@ -141,7 +141,7 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
     verify: () => schema.verify(),
     async claim(ref: RecordRef, fingerprint: string, o: ClaimOptions): Promise<Claim> {
       checkPostgresRef(ref);
-      const token = newOwnerToken();
+      const token = newOwnerToken(o.incarnation);
       let rows: readonly unknown[];
       try {
         ({ rows } = await pool.query(sql.claim, [ref.scope, ref.key, fingerprint, token, o.leaseMs, o.windowMs]));
@@ -183,6 +183,10 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
         }
         return toRecord(new RowReader({ scope: row.scope, key: row.key }, where, row));
       });
+    },
+    async endLeasesOf(incarnation) {
+      checkIncarnation(incarnation);
+      return (await run(pool, 'endLeasesOf', sql.endLeasesOf, [incarnation])).rowCount ?? 0;
     },
     admin: postgresAdmin(pool, names),
     beginTransaction: (): Promise<StoreTransaction<Client>> => beginTransaction<Client>(pool, where, writes),

@@ -124,6 +124,11 @@ export function sqliteStatements(db: SqliteDatabase, t: string) {
             created_at, updated_at
        FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND expires_at > @now ORDER BY lease_until LIMIT @limit`,
     ),
+    // A dead incarnation's live leases end now, as renew(…, 0) would.
+    endLeasesOf: db.prepare(
+      `UPDATE ${t} SET lease_until = @now, updated_at = @now
+       WHERE state = 'in_flight' AND lease_until > @now AND substr(token, 1, 16) = @incarnation`,
+    ),
     columns: db.prepare(`SELECT name FROM pragma_table_info('${t}')`),
   };
 }

@@ -1,8 +1,8 @@
 import { EXPLAIN_LATE } from '../../core/deadlines.js';
 import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js';
-import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, RecordRef, TransactionalStore } from '../../core/store.js';
+import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IncarnationLeases, RecordRef, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, systemClock } from '../../core/store.js';
-import { newOwnerToken } from '../../core/token.js';
+import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
 import type { SqliteDatabase } from '../../drivers/sqlite.js';
@@ -51,7 +51,7 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
-export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, JoinableStore, AbandonedRecords, AdministrableStore {
+export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
    * Creates the table and its expiry index if missing, and adds the columns a table made by an
    * earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them empty: unknown). Run by
@@ -150,6 +150,10 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
     get: (ref) => gated(ref, 'get', () => toRecord(ref, table, readRow(ref, table, sql.selectRecord.get(ref)))),
     reap: (limit = 1000) => writer.run(() => sql.reap.run({ now: now(), limit }).changes),
     admin: sqliteAdmin(db, table, now),
+    async endLeasesOf(incarnation) {
+      checkIncarnation(incarnation);
+      return writer.run(() => sql.endLeasesOf.run({ now: now(), incarnation }).changes);
+    },
     async listAbandoned(limit = 100) {
       const max = checkInteger('limit', limit, { default: 100, min: 1 });
       const rows = await writer.run(() => sql.abandoned.all({ now: now(), limit: max }) as Array<Record<string, unknown>>);
@@ -176,7 +180,7 @@ function claimRecord(sql: SqliteStatements, table: string, now: () => number, re
       if (row.state === 'completed') return { kind: 'completed', response: toResponse(ref, table, row) };
       if (row.lease_until > time) return { kind: 'in_flight', retryAfterMs: row.lease_until - time };
     }
-    const token = newOwnerToken();
+    const token = newOwnerToken(o.incarnation);
     const won = sql.upsert.get({ scope: ref.scope, key: ref.key, fp, token, now: time, lease: o.leaseMs, window: o.windowMs }) as
       | { attempt: unknown; recovery_point: unknown; recovery_data: unknown }
       | undefined;
