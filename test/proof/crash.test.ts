@@ -76,6 +76,33 @@ describe.each(transactional)('crashes in transactional mode on %s', (_label, url
       restarted.kill();
     }, 60_000);
 
+    // The dead request's lease is ten minutes here, so only the instance identity can free it in
+    // time for this test: without it the retry is a 409 (the test before shows that path).
+    it('with an instance identity, killed before COMMIT: the restarted instance frees the key, and the first retry runs it once', async () => {
+      const key = randomUUID();
+      const slot = { ...env, LEASE_MS: '600000', INSTANCE: `slot-${randomUUID()}`, INSTANCE_LEASE_MS: '1000' };
+      const doomed = await startServer(slot);
+      await expect(work(doomed.url, key, { 'x-crash': 'after-insert' })).rejects.toThrow();
+      expect(await doomed.exited).toBe('SIGKILL');
+      const dead = (await backend.store.get({ scope: 'proof', key }))!;
+      expect(dead.state).toBe('in_flight');
+
+      // The restart waits out only the registration's 1 s lease, and ends the dead incarnation's lease.
+      const restarted = await startServer(slot);
+      expect((await backend.store.get({ scope: 'proof', key }))!.leaseUntil).toBeLessThan(dead.leaseUntil);
+      const retry = await work(restarted.url, key);
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBeNull();
+      expect(await backend.countOrders(key)).toBe(1);
+      expect((await work(restarted.url, key)).headers.get('idempotent-replayed')).toBe('true');
+
+      // A second live process given the same name is refused before it listens (test/core/instance.test.ts
+      // shows it ends nothing of the live one's).
+      await expect(startServer(slot)).rejects.toThrow(/exited \(3\) before listening: refused ERR_IDEMKIT_INSTANCE_IN_USE/);
+      expect((await work(restarted.url, key)).headers.get('idempotent-replayed')).toBe('true');
+      restarted.kill();
+    }, 60_000);
+
     it('killed after COMMIT, before the response was sent: the retry replays', async () => {
       const key = randomUUID();
       const doomed = await startServer(env);

@@ -1,7 +1,8 @@
 /**
  * A server process for the cross-process and crash proofs. Environment:
  * FRAMEWORK=fastify|express, STORE_URL, NAME (table suffix), TRANSACTIONAL=1, LEASE_MS,
- * UNIQUE_ORDERS=1, ORDERS_FILE (the SQLite file of the orders, for Redis). `POST /work` inserts one order (inside the transaction in transactional mode).
+ * UNIQUE_ORDERS=1, ORDERS_FILE (the SQLite file of the orders, for Redis), INSTANCE (an instance
+ * name for `startInstance`, with INSTANCE_LEASE_MS). `POST /work` inserts one order (inside the transaction in transactional mode).
  * The `x-crash` header kills the process with SIGKILL: `after-insert` right after the business
  * write (before commit or completion), `before-response` after the record is written, when the
  * response is about to leave.
@@ -11,12 +12,22 @@ import express from 'express';
 import Fastify from 'fastify';
 import { idempotency as expressIdempotency } from '../../src/http/express.js';
 import { idempotency as fastifyIdempotency } from '../../src/http/fastify.js';
+import { startInstance } from '../../src/core/instance.js';
 import { openBackend } from './backends.js';
 
 const env = process.env;
 const backend = await openBackend(env.STORE_URL!, env.NAME!, { uniqueOrders: env.UNIQUE_ORDERS === '1', ordersFile: env.ORDERS_FILE });
+// Registered before the server listens: a restart takes its crashed predecessor's keys back first.
+const instance = env.INSTANCE
+  ? await startInstance({ store: backend.store, name: env.INSTANCE, leaseMs: Number(env.INSTANCE_LEASE_MS ?? 5_000) }).catch((error: { code?: string }) => {
+      console.log(`refused ${String(error.code)}`);
+      process.exit(3);
+    })
+  : undefined;
+if (instance) console.log(`instance ${instance.incarnation} reclaimed ${instance.reclaimed}`);
 const options = {
   store: backend.store,
+  instance,
   transactional: env.TRANSACTIONAL === '1',
   leaseMs: Number(env.LEASE_MS ?? 30_000),
   ...(env.STORE_TIMEOUT_MS ? { storeTimeoutMs: Number(env.STORE_TIMEOUT_MS) } : {}),
