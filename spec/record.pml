@@ -331,3 +331,24 @@ reply:
 
 /* Liveness: while the store answers, every client that keeps retrying gets an answer. */
 ltl live { <> (ndone == NC) }
+
+/* An instance restarts under its name (startInstance): it registers only once the dead one's
+ * registration has lapsed, which a process that renews never lets happen (a second live process
+ * with the name is refused), then ends the leases its dead incarnation held (endLeasesOf). So it
+ * ends a lease only of an owner that stopped renewing: one that crashed, froze or gave it back.
+ * BROKEN_RESTART drops that condition (a duplicate that reclaims a live process's keys): spin must
+ * then find a take-over of a live owner. */
+active proctype restart() {
+end:
+  do
+  :: atomic {
+#ifdef BROKEN_RESTART
+       st == INFLIGHT && lease > 0 ->
+#else
+       st == INFLIGHT && lease > 0 && ownerGone && !SOMEHOLDING ->
+#endif
+       lease = 0;
+       printf("MSC: an instance restarts and ends its dead incarnation's lease\n")
+     }
+  od
+}

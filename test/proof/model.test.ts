@@ -61,6 +61,7 @@ const CASES: readonly Case[] = [
     reduced: ['-DMAXWIN=1'],
     fails: 'phases[w]<=1',
   },
+  { name: 'BROKEN_RESTART: a restart that ends a live owner’s lease', model: ['-DTX=0', '-DBROKEN_RESTART'], reduced: ['-DMAXWIN=1'], fails: 'ownerGone' },
 ];
 
 interface Report {
@@ -91,7 +92,8 @@ async function verify(c: Case): Promise<{ report: Report; dir: string; defines: 
   const defines = [...c.model, ...(FULL ? [] : (c.reduced ?? []))];
   await run('spin', [...defines, '-a', 'record.pml'], { cwd: dir });
   // Safety: assertions and end states, no never claim. Liveness: the `live` claim, acceptance cycles.
-  const cc = c.liveness ? [] : ['-DSAFETY', '-DNOCLAIM'];
+  // Weak fairness over the model's 7 processes (the clock, the reaper, the requests, the restart, the claim) needs NFAIR=3.
+  const cc = c.liveness ? ['-DNFAIR=3'] : ['-DSAFETY', '-DNOCLAIM'];
   // A broken variant fails within a few thousand states: compiling fast beats running fast there.
   await run('gcc', [c.fails === undefined ? '-O1' : '-O0', '-w', ...cc, '-o', 'pan', 'pan.c'], { cwd: dir });
   const args = c.liveness ? ['-a', '-f', '-N', 'live'] : [];
