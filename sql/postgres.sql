@@ -53,13 +53,27 @@ BEGIN
 END
 $$;
 
+-- The claim function of an earlier idemkit returns a column fewer (no renewed_ms_ago), and
+-- CREATE OR REPLACE cannot change a function's result: it is dropped first. In this transaction,
+-- so a concurrent claim finds the earlier function or this one, never none; the earlier idemkit's
+-- statement reads its columns by name, so it works with this one too.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('"public"."idempotency_records_claim"(text, text, text, text, bigint, bigint)')
+                   AND 'renewed_ms_ago' = ANY (proargnames)) THEN
+    DROP FUNCTION IF EXISTS "public"."idempotency_records_claim"(text, text, text, text, bigint, bigint);
+  END IF;
+END
+$$;
+
 -- The claim: one call, one round trip, the outcome classified on the server's clock.
 -- It must stay VOLATILE: then each statement takes a fresh snapshot at READ COMMITTED, so the
 -- re-read after a lost upsert sees the claim that beat it (a single CTE statement would not).
 CREATE OR REPLACE FUNCTION "public"."idempotency_records_claim"(
   p_scope text, p_key text, p_fingerprint text, p_token text, p_lease_ms bigint, p_window_ms bigint)
 RETURNS TABLE (outcome text, retry_after_ms bigint, attempt integer, recovery_point text,
-               recovery_data text, status integer, headers text, body bytea, body_omitted boolean)
+               recovery_data text, status integer, headers text, body bytea, body_omitted boolean,
+               renewed_ms_ago bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $claim$
@@ -95,6 +109,11 @@ BEGIN
       ELSIF cur.lease_until > t_now THEN
         outcome := 'in_flight';
         retry_after_ms := ceil(extract(epoch FROM cur.lease_until - t_now) * 1000);
+        -- How long ago the owner last wrote (claim, renewal, checkpoint); NULL when unknown (a row
+        -- an earlier idemkit wrote). Never negative: a renewal may commit after t_now was read.
+        IF cur.updated_at IS NOT NULL THEN
+          renewed_ms_ago := greatest(0, floor(extract(epoch FROM t_now - cur.updated_at) * 1000));
+        END IF;
         RETURN NEXT;
         RETURN;
       END IF;

@@ -39,7 +39,25 @@ export type Claim =
       readonly recoveryData?: unknown;
     }
   | { readonly kind: 'completed'; readonly response: StoredResponse }
-  | { readonly kind: 'in_flight'; readonly retryAfterMs: number }
+  | {
+      readonly kind: 'in_flight';
+      /**
+       * What is left of the owner's lease, in ms on the store's clock (> 0): when a retry could take
+       * the record over if the owner stops renewing. Not a retry hint (the engine's `retryAfterMs`
+       * option is one); the name is the contract's since its first version.
+       */
+      readonly retryAfterMs: number;
+      /**
+       * How long ago the record last changed, in ms on the store's clock (≥ 0): the claim or
+       * take-over that made its owner, a renewal, a checkpoint (the record's `updatedAt`, read in
+       * the same atomic claim). A live owner renews every third of its lease, so a value well past
+       * that says the owner stopped renewing: crashed, frozen or cut off (the engine's 409 says so,
+       * docs/semantics.md). A duration, never a time: instances with skewed clocks read it alike.
+       * `undefined` when unknown: a record written before the store kept its times, or a store
+       * written for an earlier idemkit (the engine then takes the owner for alive).
+       */
+      readonly renewedMsAgo?: number | undefined;
+    }
   | { readonly kind: 'mismatch' };
 
 export type RecordState = 'in_flight' | 'completed';

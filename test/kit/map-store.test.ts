@@ -34,29 +34,32 @@ export function mapStore(options: { clock?: Clock; maxResponseBytes?: number } =
       if (!entry) {
         const token = newOwnerToken();
         const { scope, key } = ref;
-        records.set(id(ref), { scope, key, state: 'in_flight', fingerprint, leaseUntil: now + leaseMs, expiresAt: now + windowMs, token });
+        const times = { createdAt: now, updatedAt: now };
+        records.set(id(ref), { scope, key, state: 'in_flight', fingerprint, leaseUntil: now + leaseMs, expiresAt: now + windowMs, ...times, token });
         return { kind: 'acquired', token, takeover: false };
       }
       if (entry.fingerprint !== fingerprint) return { kind: 'mismatch' };
       if (entry.state === 'completed') return { kind: 'completed', response: entry.response! };
-      if (entry.leaseUntil > now) return { kind: 'in_flight', retryAfterMs: entry.leaseUntil - now };
+      // In flight: the lease left, and how long ago the owner last wrote (a live one renews).
+      if (entry.leaseUntil > now) return { kind: 'in_flight', retryAfterMs: entry.leaseUntil - now, renewedMsAgo: now - entry.updatedAt! };
       // The owner's lease ran out: this request takes over, from the last recovery point.
-      Object.assign(entry, { token: newOwnerToken(), leaseUntil: now + leaseMs });
+      Object.assign(entry, { token: newOwnerToken(), leaseUntil: now + leaseMs, updatedAt: now });
       return { kind: 'acquired', token: entry.token, takeover: true, resumeFrom: entry.recoveryPoint, recoveryData: entry.recoveryData };
     },
     async renew(ref: RecordRef, token: string, leaseMs: number): Promise<boolean> {
       const entry = find(ref);
       if (!entry || entry.state !== 'in_flight' || entry.token !== token) return false;
-      entry.leaseUntil = clock() + leaseMs;
+      const now = clock();
+      Object.assign(entry, { leaseUntil: now + leaseMs, updatedAt: now });
       return true;
     },
     async checkpoint(ref: RecordRef, token: string, point: string, data?: unknown): Promise<void> {
-      Object.assign(owned(ref, token), { recoveryPoint: point, recoveryData: structuredClone(data) });
+      Object.assign(owned(ref, token), { recoveryPoint: point, recoveryData: structuredClone(data), updatedAt: clock() });
     },
     async complete(ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
       const fitted = fitResponse(response, this.maxResponseBytes);
       const kept: StoredResponse = { ...fitted, headers: fitted.headers.map(([n, v]) => [n, v] as const), body: fitted.body?.slice() ?? null };
-      Object.assign(owned(ref, token), { state: 'completed', response: kept });
+      Object.assign(owned(ref, token), { state: 'completed', response: kept, updatedAt: clock() });
     },
     async release(ref: RecordRef, token: string): Promise<void> {
       owned(ref, token);

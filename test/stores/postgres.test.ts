@@ -161,7 +161,9 @@ describe.skipIf(!up)('postgres store', () => {
                     ('t', 'running', 'fp', 'in_flight', $1, 1, now() - interval '1 minute', now() + interval '1 hour', NULL, NULL, NULL)`,
             ['a'.repeat(32)],
           );
-          await expect(upgraded.verify()).rejects.toMatchObject({ missing: [`column public.${old}.created_at`, `column public.${old}.updated_at`] });
+          await expect(upgraded.verify()).rejects.toMatchObject({
+            missing: [`column public.${old}.created_at`, `column public.${old}.updated_at`, `column renewed_ms_ago of function public.${old}_claim`],
+          });
           expect(await upgraded.migrate()).toEqual([`column public.${old}.created_at`, `column public.${old}.updated_at`]);
           expect(await upgraded.migrate()).toEqual([]);
           await expect(upgraded.verify()).resolves.toBeUndefined();
@@ -194,6 +196,61 @@ describe.skipIf(!up)('postgres store', () => {
         } finally {
           await dropTable(pool, old);
         }
+      });
+
+      it("replaces the previous release's claim function, which returns a column fewer; that release's claims keep working on this one", async () => {
+        const old = uniqueTable();
+        // The previous release's sql/postgres.sql (its claim function answers no renewed_ms_ago).
+        const previous = readFileSync(new URL('./fixtures/postgres-before-liveness.sql', import.meta.url), 'utf8').replaceAll('idempotency_records', old);
+        const client = await pool.connect();
+        try {
+          await client.query(`BEGIN; ${previous}; COMMIT`);
+        } finally {
+          client.release();
+        }
+        // That release's claim statement, as its instances send it during a rolling upgrade.
+        const oldClaim = (key: string) =>
+          pool.query(
+            `SELECT outcome, retry_after_ms, attempt, recovery_point, recovery_data, status, headers, body, body_omitted
+               FROM "public"."${old}_claim"($1, $2, $3, $4, $5, $6)`,
+            ['t', key, 'fp', randomUUID().replaceAll('-', ''), 10_000, 60_000],
+          );
+        try {
+          const upgraded = postgresStore({ pool, table: old });
+          expect((await oldClaim('held')).rows[0]).toMatchObject({ outcome: 'acquired' });
+          const missing = [`column renewed_ms_ago of function public.${old}_claim`];
+          await expect(upgraded.verify()).rejects.toMatchObject({ missing });
+          // Unverified, a claim of this version fails as a schema to migrate, not as an outage.
+          const refused = await upgraded.claim({ scope: 't', key: 'held' }, 'fp', opts).then(() => undefined, (e: unknown) => e);
+          expect(refused).toBeInstanceOf(StoreSchemaMissingError);
+          expect((refused as StoreSchemaMissingError).missing).toEqual(missing);
+          // No column to add: the function is replaced, once.
+          expect(await upgraded.migrate()).toEqual([]);
+          expect(await upgraded.migrate()).toEqual([]);
+          await expect(upgraded.verify()).resolves.toBeUndefined();
+          const functions = await pool.query(`SELECT count(*) AS n FROM pg_proc WHERE proname = $1`, [`${old}_claim`]);
+          expect(functions.rows[0]).toEqual({ n: '1' });
+          // The record claimed through the old function is in flight, with its age; the old statement still runs.
+          const inFlight = await upgraded.claim({ scope: 't', key: 'held' }, 'fp', opts);
+          expect(inFlight).toMatchObject({ kind: 'in_flight' });
+          expect(inFlight.kind === 'in_flight' && typeof inFlight.renewedMsAgo).toBe('number');
+          expect((await oldClaim('held')).rows[0]).toMatchObject({ outcome: 'in_flight' });
+          expect((await oldClaim('other')).rows[0]).toMatchObject({ outcome: 'acquired' });
+        } finally {
+          await dropTable(pool, old);
+        }
+      });
+
+      it('answers an unknown age for an in-flight row an earlier idemkit wrote (no updated_at)', async () => {
+        const r = ref();
+        await pool.query(
+          `INSERT INTO "${table}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
+           VALUES ($1, $2, 'fp', 'in_flight', $3, 1, now() + interval '1 minute', now() + interval '1 hour')`,
+          [r.scope, r.key, 'b'.repeat(32)],
+        );
+        const claim = await store.claim(r, 'fp', opts);
+        expect(claim).toMatchObject({ kind: 'in_flight' });
+        expect(claim.kind === 'in_flight' && claim.renewedMsAgo).toBeUndefined();
       });
 
       it('points at migrate() when the schema is missing', async () => {

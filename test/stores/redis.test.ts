@@ -189,6 +189,10 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(oldRunning).toMatchObject({ state: 'in_flight', fingerprint: 'fp' });
     expect(oldRunning!.createdAt).toBeUndefined();
     expect(oldRunning!.updatedAt).toBeUndefined();
+    // Its in-flight answer cannot say how long ago its owner last wrote.
+    const unknownAge = await store.claim(running, 'fp', opts);
+    expect(unknownAge).toMatchObject({ kind: 'in_flight' });
+    expect(unknownAge.kind === 'in_flight' && unknownAge.renewedMsAgo).toBeUndefined();
     // Its first write adds the times: the change is known, the creation stays unknown.
     await store.checkpoint(running, oldToken, 'charged', { id: 1 });
     const [, checkpointed] = await readRecord(admin, store.keyOf(running));
@@ -199,6 +203,8 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     const checkpointedGet = await store.get(running);
     expect(checkpointedGet!.createdAt).toBeUndefined();
     expect(checkpointedGet!.updatedAt).toBe(afterCheckpoint.updatedAt);
+    const knownAge = await store.claim(running, 'fp', opts);
+    expect(knownAge.kind === 'in_flight' && knownAge.renewedMsAgo).toBeGreaterThanOrEqual(0);
     await sleep(5);
     await store.complete(running, oldToken, ok);
     expect(await store.claim(running, 'fp', opts)).toMatchObject({ kind: 'completed', response: { status: 201 } });

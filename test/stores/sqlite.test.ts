@@ -144,6 +144,10 @@ describe('sqliteStore', () => {
     expect(oldDone).toMatchObject({ state: 'completed' });
     expect(oldDone!.createdAt).toBeUndefined();
     expect(oldDone!.updatedAt).toBeUndefined();
+    // Its in-flight answer cannot say how long ago old-running's owner last wrote.
+    const unknownAge = await store.claim({ scope: 't', key: 'old-running' }, 'fp', opts);
+    expect(unknownAge).toMatchObject({ kind: 'in_flight', retryAfterMs: 1000 });
+    expect(unknownAge.kind === 'in_flight' && unknownAge.renewedMsAgo).toBeUndefined();
     // --older-than falls back to the lease for them: old-done's lease ended, old-running's ends in 1 s.
     expect((await store.admin.list({ scope: 't', olderThanMs: 0 })).map((r) => r.key)).toEqual(['old-done']);
     await clock.advance(1000);

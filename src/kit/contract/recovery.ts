@@ -1,13 +1,22 @@
 /**
  * The recovery section: a lease that ended is taken over by the same request, from its last
- * recovery point, never by another request; and, where the store can list them (`listAbandoned`,
- * for a completer), the abandoned records.
+ * recovery point, never by another request; an in-flight answer says how long ago its owner last
+ * wrote (how a live owner is told from a gone one); and, where the store can list them
+ * (`listAbandoned`, for a completer), the abandoned records.
  */
 import { randomUUID } from 'node:crypto';
 import { LeaseLostError } from '../../core/errors.js';
+import type { Claim } from '../../core/store.js';
 import { canListAbandoned, hasAdmin } from '../../core/store.js';
 import type { ContractSuite, ContractTestContext } from './context.js';
 import { LEASE, LIVE, SHORT_LEASE, WINDOW, opts, ref, response } from './context.js';
+
+/** How far the age in an in-flight answer is moved in the case below. */
+const AGE_STEP_MS = 250;
+/** A store's rounding of its times to ms (PostgreSQL floors µs, Redis derives times from PTTL). */
+const ROUNDING_MS = 2;
+/** How much earlier than asked a timer may fire, measured on the host's clock. */
+const TIMER_SLOP_MS = 20;
 
 export function recoverySection(suite: ContractSuite): void {
   const { it, expect } = suite.test;
@@ -28,6 +37,49 @@ export function recoverySection(suite: ContractSuite): void {
     expect(second.token).not.toBe(first.token);
     expect(second.resumeFrom).toBe('charged');
     expect(second.recoveryData).toEqual({ chargeId: 'ch_1' });
+  });
+
+  // The engine tells a live owner (renewing every third of its lease) from one that stopped by this
+  // age (docs/semantics.md). Bounds come from readings of this process's clock around the calls,
+  // widened by the store's rounding; a slow machine widens them instead of failing the case.
+  it('says, in flight, how long ago the record last changed: little after the claim, more as the clock advances, reset by a renewal and a checkpoint', async () => {
+    const r = ref();
+    /** The age an in-flight answer gives; `leased`: the last change set the lease, so both count from it. */
+    const inFlight = async (leased = true) => {
+      const claim = await suite.store.claim(r, 'fp-1', LIVE);
+      expect(claim.kind).toBe('in_flight');
+      const { retryAfterMs, renewedMsAgo } = claim as Extract<Claim, { kind: 'in_flight' }>;
+      expect(typeof renewedMsAgo).toBe('number');
+      expect(renewedMsAgo!).toBeGreaterThanOrEqual(0);
+      if (leased) {
+        expect(retryAfterMs + renewedMsAgo!).toBeGreaterThanOrEqual(LIVE.leaseMs - ROUNDING_MS);
+        expect(retryAfterMs + renewedMsAgo!).toBeLessThanOrEqual(LIVE.leaseMs + ROUNDING_MS);
+      }
+      return renewedMsAgo!;
+    };
+    const claimedFrom = Date.now();
+    const { token } = await acquire(r);
+    const fresh = await inFlight();
+    expect(fresh).toBeLessThanOrEqual(Date.now() - claimedFrom + ROUNDING_MS);
+    // `advance` moves an injected clock by exactly this much, and real time by at least this much
+    // (a timer may fire a little early on the host's clock: TIMER_SLOP_MS).
+    const advancedFrom = Date.now();
+    await suite.advance(AGE_STEP_MS);
+    const older = await inFlight();
+    expect(older - fresh).toBeGreaterThanOrEqual(AGE_STEP_MS - TIMER_SLOP_MS);
+    expect(older).toBeLessThanOrEqual(Date.now() - claimedFrom + AGE_STEP_MS + ROUNDING_MS);
+    expect(older - fresh).toBeLessThanOrEqual(Date.now() - advancedFrom + AGE_STEP_MS + ROUNDING_MS);
+    const renewedFrom = Date.now();
+    expect(await suite.store.renew(r, token, LIVE.leaseMs)).toBe(true);
+    expect(await inFlight()).toBeLessThanOrEqual(Date.now() - renewedFrom + ROUNDING_MS);
+    await suite.advance(AGE_STEP_MS);
+    expect(await inFlight()).toBeGreaterThanOrEqual(AGE_STEP_MS - TIMER_SLOP_MS);
+    // A checkpoint is a change too (it leaves the lease as it was).
+    const checkpointFrom = Date.now();
+    await suite.store.checkpoint(r, token, 'charged');
+    expect(await inFlight(false)).toBeLessThanOrEqual(Date.now() - checkpointFrom + ROUNDING_MS);
+    // Reads (the in-flight answers above) changed nothing: a renewal still succeeds with the token.
+    expect(await suite.store.renew(r, token, LIVE.leaseMs)).toBe(true);
   });
 
   it('does not let an expired lease of one request be taken over by a different request', async () => {

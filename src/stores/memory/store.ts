@@ -202,7 +202,8 @@ function claim(table: MemoryTable, now: Clock, ref: RecordRef, fingerprint: stri
   if (r && !table.isExpired(r, t)) {
     if (r.fingerprint !== fingerprint) return { kind: 'mismatch' };
     if (r.state === 'completed') return { kind: 'completed', response: r.response! };
-    if (r.leaseUntil > t) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - t };
+    // An injected clock (or the host's, stepped back) may run backwards: an age is never negative.
+    if (r.leaseUntil > t) return { kind: 'in_flight', retryAfterMs: r.leaseUntil - t, renewedMsAgo: Math.max(0, t - r.updatedAt) };
     r.token = newOwnerToken(o.incarnation);
     r.leaseUntil = t + o.leaseMs;
     r.updatedAt = t;

@@ -134,6 +134,12 @@ export function acquired(ref: RecordRef, table: string, token: string, row: Row)
   return { kind: 'acquired', token, takeover: row.attempt > 1, ...recovery(ref, table, row) };
 }
 
+/** The answer to a claim that found `row` in flight under a live lease, durations on the server's clock. */
+export function inFlight(ref: RecordRef, table: string, row: Row): Claim {
+  const updatedAt = optionalInteger(ref, table, row.raw, 'updated_at');
+  return { kind: 'in_flight', retryAfterMs: row.leaseUntil - row.now, renewedMsAgo: updatedAt === undefined ? undefined : Math.max(0, row.now - updatedAt) };
+}
+
 export function toRecord(ref: RecordRef, table: string, row: Row): IdempotencyRecord {
   const { resumeFrom, recoveryData } = recovery(ref, table, row);
   return {

@@ -10,7 +10,7 @@ import { TRANSACTION_JOIN, joinedWrite } from '../shared/joined-transaction.js';
 import { mysqlAdmin } from './admin.js';
 import { Connections } from './connections.js';
 import type { Row } from './record.js';
-import { acquired, affectedRows, fingerprintParam, parseResponse, parseRow, refParams, text, toRecord } from './record.js';
+import { acquired, affectedRows, fingerprintParam, inFlight, parseResponse, parseRow, refParams, text, toRecord } from './record.js';
 import { checkTable, statements } from './sql.js';
 import { MysqlSchema } from './verify.js';
 
@@ -221,7 +221,7 @@ async function claimRecord(s: MysqlState, ref: RecordRef, fp: string, o: ClaimOp
     } else if (row.state === 'completed') {
       return { kind: 'completed', response: parseResponse(ref, table, row.raw) };
     } else if (row.leaseUntil > row.now) {
-      return { kind: 'in_flight', retryAfterMs: row.leaseUntil - row.now };
+      return inFlight(ref, table, row);
     } else if (await write(s, 'claim', sql.takeover, [token, o.leaseMs, ...id, row.revision, fpBytes])) {
       // The revision matched, so the record is exactly the one read: its recovery point is current.
       return acquired(ref, table, token, Object.assign({}, row, { attempt: row.attempt + 1 }));

@@ -16,6 +16,8 @@ export interface ClaimRow {
   headers: unknown;
   body: unknown;
   body_omitted: unknown;
+  /** In flight: ms since the record last changed; NULL when unknown. */
+  renewed_ms_ago?: unknown;
 }
 
 export interface RecordRow extends ClaimRow {
@@ -44,7 +46,7 @@ export function toClaim(row: RowReader<ClaimRow>, token: string): Claim {
     case 'completed':
       return { kind: 'completed', response: toResponse(row) };
     case 'in_flight':
-      return { kind: 'in_flight', retryAfterMs: Math.max(1, row.integer('retry_after_ms')) };
+      return { kind: 'in_flight', retryAfterMs: Math.max(1, row.integer('retry_after_ms')), renewedMsAgo: row.optionalInteger('renewed_ms_ago') };
     case 'mismatch':
       return { kind: 'mismatch' };
     default:

@@ -62,6 +62,15 @@ function identifier(option: string, value: unknown, fallback: string, maxLength:
  */
 export const ADDED_COLUMNS = ['created_at', 'updated_at'] as const;
 
+/**
+ * The claim function's last result column, added after its first version: `migrate()` replaces a
+ * function without it, and `verify()` names it when missing.
+ */
+export const CLAIM_ADDED_COLUMN = 'renewed_ms_ago';
+
+/** The claim function's arguments, which name it among overloads (`DROP FUNCTION`, `to_regprocedure`). */
+const CLAIM_ARGUMENTS = '(text, text, text, text, bigint, bigint)';
+
 /** Every statement the store runs, for one schema and table. */
 export interface PostgresStatements {
   readonly migrate: string;
@@ -142,13 +151,27 @@ ${ADDED_COLUMNS.map(
 END
 $$;
 
+-- The claim function of an earlier idemkit returns a column fewer (no ${CLAIM_ADDED_COLUMN}), and
+-- CREATE OR REPLACE cannot change a function's result: it is dropped first. In this transaction,
+-- so a concurrent claim finds the earlier function or this one, never none; the earlier idemkit's
+-- statement reads its columns by name, so it works with this one too.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('"${schema}"."${table}_claim"${CLAIM_ARGUMENTS}')
+                   AND '${CLAIM_ADDED_COLUMN}' = ANY (proargnames)) THEN
+    DROP FUNCTION IF EXISTS "${schema}"."${table}_claim"${CLAIM_ARGUMENTS};
+  END IF;
+END
+$$;
+
 -- The claim: one call, one round trip, the outcome classified on the server's clock.
 -- It must stay VOLATILE: then each statement takes a fresh snapshot at READ COMMITTED, so the
 -- re-read after a lost upsert sees the claim that beat it (a single CTE statement would not).
 CREATE OR REPLACE FUNCTION "${schema}"."${table}_claim"(
   p_scope text, p_key text, p_fingerprint text, p_token text, p_lease_ms bigint, p_window_ms bigint)
 RETURNS TABLE (outcome text, retry_after_ms bigint, attempt integer, recovery_point text,
-               recovery_data text, status integer, headers text, body bytea, body_omitted boolean)
+               recovery_data text, status integer, headers text, body bytea, body_omitted boolean,
+               ${CLAIM_ADDED_COLUMN} bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $claim$
@@ -184,6 +207,11 @@ BEGIN
       ELSIF cur.lease_until > t_now THEN
         outcome := 'in_flight';
         retry_after_ms := ceil(extract(epoch FROM cur.lease_until - t_now) * 1000);
+        -- How long ago the owner last wrote (claim, renewal, checkpoint); NULL when unknown (a row
+        -- an earlier idemkit wrote). Never negative: a renewal may commit after t_now was read.
+        IF cur.updated_at IS NOT NULL THEN
+          ${CLAIM_ADDED_COLUMN} := greatest(0, floor(extract(epoch FROM t_now - cur.updated_at) * 1000));
+        END IF;
         RETURN NEXT;
         RETURN;
       END IF;
@@ -237,7 +265,8 @@ export function postgresStatements(names: PostgresNames): PostgresStatements {
   const epochMs = (column: string) => `floor(extract(epoch FROM ${column}) * 1000)::float8 AS ${column}`;
   return {
     migrate: postgresSchemaSql(names),
-    claim: `SELECT outcome, retry_after_ms, attempt, recovery_point, recovery_data, status, headers, body, body_omitted
+    claim: `SELECT outcome, retry_after_ms, attempt, recovery_point, recovery_data, status, headers, body, body_omitted,
+                   ${CLAIM_ADDED_COLUMN}
               FROM "${names.schema}"."${names.table}_claim"($1, $2, $3, $4, $5, $6)`,
     // Cast to text and float8 so the pool's own type parsers (jsonb, timestamptz) cannot change what we read.
     get: `SELECT state, fingerprint, ${epochMs('lease_until')}, ${epochMs('expires_at')}, recovery_point, recovery_data,

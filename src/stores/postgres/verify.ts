@@ -6,13 +6,15 @@ import { StoreSchemaMissingError, StoreUnavailableError } from '../../core/error
 import type { PostgresPool } from '../../drivers/postgres.js';
 import { isMissingSchema, sqlState } from '../../drivers/postgres.js';
 import type { PostgresNames } from './sql.js';
-import { ADDED_COLUMNS } from './sql.js';
+import { ADDED_COLUMNS, CLAIM_ADDED_COLUMN } from './sql.js';
 
 /** The fix a `StoreSchemaMissingError` names. */
 const MIGRATE_FIX = '`await store.migrate()` or `idemkit migrate` (or apply sql/postgres.sql for the default names)';
 
 const SCHEMA_SQL = `SELECT to_regclass($1) IS NOT NULL AS has_table,
   EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3) AS has_claim,
+  EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname = $3
+            AND $5 = ANY (p.proargnames)) AS claim_current,
   array(SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = ANY($4::text[]) AND NOT attisdropped) AS columns`;
 
 /** A driver error as the store reports it: the operation, the table, and a hint when the schema is missing. */
@@ -78,21 +80,26 @@ export class PostgresSchema {
     let rows: readonly unknown[];
     try {
       // Not through the store's `run`: its failure path looks here.
-      ({ rows } = await this.pool.query(SCHEMA_SQL, [where, names.schema, `${names.table}_claim`, ADDED_COLUMNS]));
+      ({ rows } = await this.pool.query(SCHEMA_SQL, [where, names.schema, `${names.table}_claim`, ADDED_COLUMNS, CLAIM_ADDED_COLUMN]));
     } catch (error) {
       throw unavailable(operation, where, error);
     }
-    const found = rows[0] as { has_table?: unknown; has_claim?: unknown; columns?: unknown } | undefined;
+    const found = rows[0] as { has_table?: unknown; has_claim?: unknown; claim_current?: unknown; columns?: unknown } | undefined;
     const hasTable = found?.has_table === true;
     const columns = new Set(Array.isArray(found?.columns) ? (found.columns as unknown[]) : []);
     return {
       hasTable,
       hasClaim: found?.has_claim === true,
+      /** The claim function returns every column this version reads (an earlier idemkit's lacks the last). */
+      claimCurrent: found?.claim_current === true,
       missingColumns: hasTable ? ADDED_COLUMNS.filter((column) => !columns.has(column)).map((column) => `column ${names.schema}.${names.table}.${column}`) : [],
     };
   }
 
-  /** What `verify()` names: the table, the columns a table of an earlier idemkit lacks, the claim function. */
+  /**
+   * What `verify()` names: the table, the columns a table of an earlier idemkit lacks, the claim
+   * function, or the result column an earlier idemkit's claim function lacks.
+   */
   private async missingParts(): Promise<string[]> {
     const { names } = this;
     const found = await this.look('verify');
@@ -100,6 +107,7 @@ export class PostgresSchema {
     if (!found.hasTable) missing.push(`table ${names.schema}.${names.table}`);
     missing.push(...found.missingColumns);
     if (!found.hasClaim) missing.push(`function ${names.schema}.${names.table}_claim`);
+    else if (!found.claimCurrent) missing.push(`column ${CLAIM_ADDED_COLUMN} of function ${names.schema}.${names.table}_claim`);
     return missing;
   }
 }

@@ -44,7 +44,7 @@ export async function claim(c: RedisContext, ref: RecordRef, fingerprint: string
     case 'completed':
       return { kind: 'completed', response: parseResponse(parts.slice(1), at) };
     case 'in_flight':
-      return { kind: 'in_flight', retryAfterMs: Math.max(1, Number(parts[1])) };
+      return { kind: 'in_flight', retryAfterMs: Math.max(1, Number(parts[1])), renewedMsAgo: parts[2] == null ? undefined : Number(parts[2]) };
     case 'mismatch':
       return { kind: 'mismatch' };
     default:

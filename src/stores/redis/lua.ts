@@ -195,7 +195,8 @@ end`;
 /**
  * KEYS[1] record; ARGV[2..7] = fingerprint, new token, leaseMs, windowMs, scope, key.
  * Replies 0 for a new claim, or {'acquired', 1, recovery_point, recovery_data} for a take-over |
- * {'completed', status, headers, body, body_omitted} | {'in_flight', retryAfterMs} | {'mismatch'}.
+ * {'completed', status, headers, body, body_omitted} | {'in_flight', lease left ms, ms since the
+ * record last changed (false when unknown)} | {'mismatch'}.
  * A replay, an in-flight answer and a mismatch write nothing. The store runs it when its
  * `SET … NX GET` found a record it cannot decide on without the Redis clock (in flight, near the
  * end of its window, unreadable), or when the server does not take NX with GET (before 7.0).
@@ -212,7 +213,11 @@ if r and not expired(r, now) then
   if not rest then return corrupt(response) end
   if rest[1] ~= ARGV[2] then return {'mismatch'} end
   if r.completed then return {'completed', response[1], response[2], response[4], response[3]} end
-  if r.lease > now then return {'in_flight', r.lease - now} end
+  if r.lease > now then
+    -- How long ago the owner last wrote (claim, renewal, checkpoint), false when unknown.
+    local _, updated = stamps(r)
+    return {'in_flight', r.lease - now, updated and math.max(0, now - updated) or false}
+  end
   -- The same request, and its owner's lease ran out: take over. The window and the recovery
   -- point stay; the new token fences the earlier owner out.
   -- It keeps the request's creation time too.

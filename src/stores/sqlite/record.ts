@@ -69,7 +69,7 @@ export function readRow(ref: RecordRef, table: string, raw: unknown): Row | unde
     body,
     body_omitted: omitted,
     // Null on a row an earlier idemkit wrote (its times are unknown), and where the statement
-    // did not read them (a claim's).
+    // did not read them (a claim's reads updated_at only).
     created_at: row.created_at == null ? null : integer('created_at'),
     updated_at: row.updated_at == null ? null : integer('updated_at'),
   };

@@ -79,11 +79,13 @@ export function sqliteStatements(db: SqliteDatabase, t: string) {
       WHERE scope = ? AND key = ? AND token = ? AND state = 'in_flight'`,
     completePositional: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?, body = ?, body_omitted = ?, updated_at = ?
       WHERE scope = ? AND key = ? AND token = ? AND state = 'in_flight'`,
+    // The claim's read; updated_at says how long ago an in-flight owner last renewed.
     select: db.prepare(
-      `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted
+      `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted,
+            updated_at
        FROM ${t} WHERE scope = @scope AND key = @key`,
     ),
-    // The same read with the record's times, for `get` (a claim decides without them).
+    // The same read with the record's creation time too, for `get`.
     selectRecord: db.prepare(
       `SELECT state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted,
             created_at, updated_at

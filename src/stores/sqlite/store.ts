@@ -178,7 +178,9 @@ function claimRecord(sql: SqliteStatements, table: string, now: () => number, re
     if (row && !isExpired(row, time)) {
       if (row.fingerprint !== fp) return { kind: 'mismatch' };
       if (row.state === 'completed') return { kind: 'completed', response: toResponse(ref, table, row) };
-      if (row.lease_until > time) return { kind: 'in_flight', retryAfterMs: row.lease_until - time };
+      if (row.lease_until > time) {
+        return { kind: 'in_flight', retryAfterMs: row.lease_until - time, renewedMsAgo: row.updated_at === null ? undefined : Math.max(0, time - row.updated_at) };
+      }
     }
     const token = newOwnerToken(o.incarnation);
     const won = sql.upsert.get({ scope: ref.scope, key: ref.key, fp, token, now: time, lease: o.leaseMs, window: o.windowMs }) as
