@@ -1,8 +1,9 @@
 // What follows a claim's answer, apart from the loop in `IdempotencyEngine.claim` (engine.ts) that
-// gets it: the events each outcome tells (replay, mismatch, conflict, execute and takeover, a
-// rejection), and the decision for a store that is down.
+// gets it: the 409 for a key in flight (is its owner alive?), the events each outcome tells
+// (replay, mismatch, conflict, execute and takeover, a rejection), and the decision for a store
+// that is down.
 import type { IdempotencyHttpError } from './errors.js';
-import { StoreBusyError, StoreFullError, StoreSchemaMissingError, StoreUnavailableError } from './errors.js';
+import { KeyInFlightError, StoreBusyError, StoreFullError, StoreSchemaMissingError, StoreUnavailableError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
 import type { Claim, RecordRef } from './store.js';
 import type { EventSink } from './events.js';
@@ -23,10 +24,39 @@ export function tellMismatch(events: EventSink, at: RecordRef, method: string, p
   events.emit('mismatch', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 422, storeMs: since(claimedFrom) });
 }
 
-/** Tells `conflict` listeners (the caller checked that there is one) about a key still in flight. */
-export function tellConflict(events: EventSink, at: RecordRef, method: string, path: string, retryAfterMs: number, claimedFrom: number): void {
+/** A store's answer that the key is in flight. */
+type InFlight = Extract<Claim, { kind: 'in_flight' }>;
+
+/**
+ * Whether the request holding an in-flight record stopped renewing it: the record has not changed
+ * for longer than `silentAfterMs` (1.5 of the engine's renewal periods; a live owner writes every
+ * period). An age the store cannot tell counts as alive, as every owner did before stores said it.
+ */
+export function isUnresponsive(claim: InFlight, silentAfterMs: number): boolean {
+  return claim.renewedMsAgo !== undefined && claim.renewedMsAgo > silentAfterMs;
+}
+
+/**
+ * The 409 for a record in flight. Alive, its `Retry-After` is the hint of how long the original
+ * likely takes (`hintMs`, the `retryAfterMs` option), bounded by what is left of its lease, since
+ * after that a retry takes over anyway. Unresponsive, nothing will change before the lease ends,
+ * when a retry can take the key over: then `Retry-After` is the lease's end.
+ */
+export function conflictOf(claim: InFlight, hintMs: number, unresponsive: boolean): KeyInFlightError {
+  const leaseEndsInMs = claim.retryAfterMs;
+  return new KeyInFlightError(unresponsive ? leaseEndsInMs : Math.min(hintMs, leaseEndsInMs), {
+    owner: unresponsive ? 'unresponsive' : 'alive',
+    leaseEndsInMs,
+    renewedMsAgo: claim.renewedMsAgo,
+  });
+}
+
+/** Tells `conflict` listeners (the caller checked that there is one) about a key still in flight, as `error` answers it. */
+export function tellConflict(events: EventSink, at: RecordRef, method: string, path: string, error: KeyInFlightError, claimedFrom: number): void {
   const who = events.request(at.scope, at.key, method, path);
-  events.emit('conflict', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 409, retryAfterMs, storeMs: since(claimedFrom) });
+  const { retryAfterMs } = error;
+  const owner = error.owner ?? 'alive';
+  events.emit('conflict', { scope: who.scope, key: who.key, method: who.method, path: who.path, status: 409, retryAfterMs, owner, storeMs: since(claimedFrom) });
 }
 
 /** Tells `execute` (and `takeover`) listeners about a claim. */

@@ -1,4 +1,4 @@
-import { IdempotencyHttpError, InvalidRecordRefError, InvalidScopeError, KeyInFlightError, KeyMismatchError, MissingKeyError } from './errors.js';
+import { IdempotencyHttpError, InvalidRecordRefError, InvalidScopeError, KeyMismatchError, MissingKeyError } from './errors.js';
 import { fieldsDigest, fingerprint } from './fingerprint.js';
 import { Deadlines, lateExplainerOf } from './deadlines.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -15,7 +15,7 @@ import type { ExecutionGuard } from './execution.js';
 import type { Decision, RequestBody, RequestFacts, RequestReader } from './engine-request.js';
 import type { Claiming, OtherSettings } from './engine-claim.js';
 import { OTHER_SETTINGS_DETAIL, claimAs, giveBack } from './engine-claim.js';
-import { storeDown, tellAcquired, tellConflict, tellMismatch, tellRejected, tellReplay } from './engine-outcome.js';
+import { conflictOf, isUnresponsive, storeDown, tellAcquired, tellConflict, tellMismatch, tellRejected, tellReplay } from './engine-outcome.js';
 
 export { Execution } from './execution.js';
 export type { AbandonedCheck, ContextFor, FencedTransaction, HandlerTx, IdempotencyContext } from './execution.js';
@@ -31,6 +31,8 @@ const WAIT_POLL_MAX_MS = 250;
 
 /** The lease keeper's ticks per lease. */
 const LEASE_TICKS = 3;
+/** Renewal periods without a change to an in-flight record after which its owner counts as unresponsive. */
+const SILENT_PERIODS = 1.5;
 
 /**
  * Options an engine derived with `withOverrides` may set differently from its parent: the ones
@@ -62,6 +64,12 @@ export class IdempotencyEngine<Req = unknown> {
   readonly representationHeaders: readonly string[];
   private readonly headerName: string;
   private readonly keeper: LeaseKeeper;
+  /**
+   * How long an in-flight record may go unchanged before its owner counts as unresponsive: 1.5 of
+   * this engine's renewal periods (one late renewal is not enough). Infinite when this engine does
+   * not renew leases: then no owner does, and silence says nothing.
+   */
+  private readonly silentAfterMs: number;
   private readonly deadlines: Deadlines;
   /** The store, its deadlines, the claim's lease and window, the known field lists (engine-claim.ts). */
   private readonly claiming: Claiming;
@@ -92,6 +100,7 @@ export class IdempotencyEngine<Req = unknown> {
     let keeper = this.shared.keepers.get(periodMs);
     if (keeper === undefined) this.shared.keepers.set(periodMs, (keeper = new LeaseKeeper(periodMs, this.options.logger)));
     this.keeper = keeper;
+    this.silentAfterMs = this.options.renewLease ? SILENT_PERIODS * periodMs : Infinity;
   }
 
   /**
@@ -245,17 +254,21 @@ export class IdempotencyEngine<Req = unknown> {
           return { kind: 'execute', execution: new Execution(options, at, claim, undefined, this.keeper, this.deadlines, facts, guard), body };
         case 'in_flight': {
           const remaining = deadline - Date.now();
+          const unresponsive = isUnresponsive(claim, this.silentAfterMs);
           if (options.inFlight === 'conflict' || remaining <= 0) {
-            // The hint is how long the original likely takes (`retryAfterMs`), bounded by what is
-            // left of its lease: after that a retry takes over anyway.
-            const retryAfterMs = Math.min(options.retryAfterMs, claim.retryAfterMs);
-            if (events?.wants('conflict')) tellConflict(events, at, method, facts.path, retryAfterMs, claimedFrom);
-            return { kind: 'reject', error: new KeyInFlightError(retryAfterMs) };
+            const error = conflictOf(claim, options.retryAfterMs, unresponsive);
+            if (events?.wants('conflict')) tellConflict(events, at, method, facts.path, error, claimedFrom);
+            return { kind: 'reject', error };
           }
           // Waiters poll far more often than the hint: a short handler's result is replayed soon
-          // after it lands, and the lease's end (a takeover) is never overslept.
-          await delay(Math.min(pollMs, remaining, Math.max(claim.retryAfterMs, 1)));
-          pollMs = Math.min(pollMs * 2, WAIT_POLL_MAX_MS);
+          // after it lands, and the lease's end (a takeover) is never overslept. An owner that
+          // stopped renewing changes nothing before its lease ends: the waiter sleeps until then
+          // (or its own deadline) and claims again, taking the key over, rather than polling a
+          // dead owner every 250 ms. Should the owner come back meanwhile, that claim finds it
+          // alive (or its answer) and polling resumes.
+          const leaseLeftMs = Math.max(claim.retryAfterMs, 1);
+          await delay(unresponsive ? Math.min(remaining, leaseLeftMs) : Math.min(pollMs, remaining, leaseLeftMs));
+          if (!unresponsive) pollMs = Math.min(pollMs * 2, WAIT_POLL_MAX_MS);
         }
       }
     }

@@ -318,26 +318,64 @@ export class InvalidKeyError extends IdempotencyHttpError {
 }
 
 /**
+ * What a 409 `request-in-progress` says of the request that holds the key, from the store's
+ * in-flight answer (durations on the store's clock).
+ */
+interface InFlightOwner {
+  /**
+   * `alive`: its record changed within 1.5 renewal periods (a live owner renews every third of
+   * its lease); `unresponsive`: it has not, so it likely crashed, froze or lost the store, and a
+   * retry can take the key over once the lease ends (`leaseEndsInMs`).
+   */
+  readonly owner: 'alive' | 'unresponsive';
+  /** What is left of its lease, in ms. */
+  readonly leaseEndsInMs: number;
+  /** How long ago its record last changed (claim, renewal, checkpoint), in ms; undefined when the store cannot tell. */
+  readonly renewedMsAgo?: number | undefined;
+}
+
+/**
  * 409: the first request with this key is still being processed. The hint goes out twice: as
  * `Retry-After` in whole seconds (at least 1, RFC 9110), which every client understands, and in
  * ms as the problem's `retryAfterMs` member, so a client that reads it (idemkit's) can come back
- * after 100 ms when the original takes 100 ms, not after the header's 1 s.
+ * after 100 ms when the original takes 100 ms, not after the header's 1 s. With `owner` (the
+ * engine always gives it), the problem also says whether that request is alive, when its lease
+ * ends and how long ago it last renewed (members `owner`, `leaseEndsInMs`, `renewedMsAgo`).
  */
 export class KeyInFlightError extends IdempotencyHttpError {
   static readonly code = 'ERR_IDEMKIT_KEY_IN_FLIGHT' satisfies ErrorCode;
   /** When to try again, in ms (the `Retry-After` header rounds it up to whole seconds). */
   readonly retryAfterMs: number;
+  /** `alive` or `unresponsive` (see the problem members in docs/semantics.md); undefined when not given. */
+  readonly owner: InFlightOwner['owner'] | undefined;
+  /** What is left of the owner's lease, in ms; undefined when not given. */
+  readonly leaseEndsInMs: number | undefined;
+  /** How long ago the owner's record last changed, in ms; undefined when unknown. */
+  readonly renewedMsAgo: number | undefined;
 
-  constructor(retryAfterMs: number) {
+  constructor(retryAfterMs: number, owner?: InFlightOwner) {
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    const hint = Math.max(0, Math.ceil(retryAfterMs));
+    const extensions: Record<string, unknown> = { retryAfterMs: hint };
+    if (owner !== undefined) {
+      extensions.owner = owner.owner;
+      extensions.leaseEndsInMs = Math.max(0, Math.ceil(owner.leaseEndsInMs));
+      if (owner.renewedMsAgo !== undefined) extensions.renewedMsAgo = Math.max(0, Math.floor(owner.renewedMsAgo));
+    }
     super(
       problemInit(KeyInFlightError.code, {
-        detail: 'The original request is still being processed; retry with the same key and body after Retry-After.',
+        detail:
+          owner?.owner === 'unresponsive'
+            ? 'The original request has stopped renewing its claim on this key (its process may have ended); retry with the same key and body after Retry-After, when its lease ends and the retry can take it over.'
+            : 'The original request is still being processed; retry with the same key and body after Retry-After.',
         headers: { 'retry-after': String(seconds) },
-        extensions: { retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)) },
+        extensions,
       }),
     );
     this.retryAfterMs = retryAfterMs;
+    this.owner = owner?.owner;
+    this.leaseEndsInMs = owner?.leaseEndsInMs;
+    this.renewedMsAgo = owner?.renewedMsAgo;
   }
 }
 

@@ -42,6 +42,11 @@ export interface ConflictEvent extends EventRequest {
   readonly status: 409;
   /** The `Retry-After` hint sent, in ms. */
   readonly retryAfterMs: number;
+  /**
+   * The holder as the 409 described it: `alive` (its record changed within 1.5 renewal periods)
+   * or `unresponsive` (it stopped renewing; a retry can take over when its lease ends).
+   */
+  readonly owner: 'alive' | 'unresponsive';
   readonly storeMs: number;
 }
 

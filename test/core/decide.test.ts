@@ -203,6 +203,10 @@ describe("a 409's Retry-After is the retry hint, not the lease", () => {
     expect(hinted.headers['retry-after']).toBe('1');
     expect(hinted.problem()).toEqual({
       retryAfterMs: 100,
+      // What the store said of the request holding the key: claimed just now, its lease whole.
+      owner: 'alive',
+      leaseEndsInMs: 30_000,
+      renewedMsAgo: 0,
       type: 'urn:idemkit:problem:request-in-progress',
       title: 'A request with this Idempotency-Key is in progress',
       status: 409,

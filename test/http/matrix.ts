@@ -99,8 +99,47 @@ export function describeMatrix(name: string, factory: AppFactory): void {
         expect(c.headers.get('content-type')).toContain('application/problem+json');
         // The retry hint (`retryAfterMs`, 1 s by default), not the 30 s lease.
         expect(c.headers.get('retry-after')).toBe('1');
-        expect(c.json().type).toBe('urn:idemkit:problem:request-in-progress');
+        const problem = c.json();
+        expect(problem.type).toBe('urn:idemkit:problem:request-in-progress');
+        // The holder is alive: claimed within the test, its lease barely begun.
+        expect(problem).toMatchObject({ owner: 'alive', retryAfterMs: 1000 });
+        expect(problem.leaseEndsInMs).toBeGreaterThan(0);
+        expect(problem.leaseEndsInMs).toBeLessThanOrEqual(30_000);
+        expect(problem.renewedMsAgo).toBeGreaterThanOrEqual(0);
+        expect(problem.leaseEndsInMs + problem.renewedMsAgo).toBeGreaterThanOrEqual(30_000);
       }
+    });
+
+    it("a 409 says whether the key's holder is alive; one that stopped renewing gets Retry-After the end of its lease", async () => {
+      // The store's clock is the test's: it moves 20 s on while the held handler's renewals (every
+      // 10 s of real time) have not run, which to the store is an owner that stopped renewing.
+      let now = Date.UTC(2026, 0, 1);
+      const clocked = memoryStore({ sweepIntervalMs: 0, clock: () => now });
+      const frozen = await start({}, clocked);
+      const k = key();
+      const gate = opening();
+      state.hold = gate.promise;
+      const original = send(frozen, '/charges', { key: k, body: { amount: 3 }, headers: { 'x-hold': '1' } });
+      await until(async () => (await clocked.get({ scope: 'tenant-a', key: k })) !== undefined, 'the first request to claim its key');
+      const alive = await send(frozen, '/charges', { key: k, body: { amount: 3 } });
+      expect(alive.status).toBe(409);
+      expect(alive.headers.get('retry-after')).toBe('1');
+      expect(alive.json()).toMatchObject({ type: 'urn:idemkit:problem:request-in-progress', owner: 'alive', leaseEndsInMs: 30_000, renewedMsAgo: 0, retryAfterMs: 1000 });
+      now += 20_000;
+      const silent = await send(frozen, '/charges', { key: k, body: { amount: 3 } });
+      expect(silent.status).toBe(409);
+      expect(silent.headers.get('retry-after')).toBe('10');
+      expect(silent.json()).toMatchObject({
+        type: 'urn:idemkit:problem:request-in-progress',
+        owner: 'unresponsive',
+        leaseEndsInMs: 10_000,
+        renewedMsAgo: 20_000,
+        retryAfterMs: 10_000,
+      });
+      gate.open();
+      expect((await original).status).toBe(201);
+      expect(state.executions).toBe(1);
+      clocked.close();
     });
 
     it('in wait mode, 100 concurrent requests get one execution and byte-identical replays', async () => {
