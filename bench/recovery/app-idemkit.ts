@@ -40,7 +40,7 @@ export async function start({ port, databaseUrl, foreignUrl, ordersTable, stateN
     });
 
   const app = Fastify();
-  await app.register(idempotency, { store, leaseMs: options.leaseMs, ...(instance && { instance }) });
+  await app.register(idempotency, { store, leaseMs: options.leaseMs, ...(instance ? { instance } : {}) });
   app.post('/orders', async (request, reply) => reply.code(201).send(await checkout.run(request.idempotency!, request.body as Order)));
 
   // Finishes records whose owner died, without waiting for their clients to come back.

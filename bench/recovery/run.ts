@@ -55,7 +55,7 @@ const options = {
   /** Before each run, wait until other processes use less than this share of a core (as bench/run.ts does)… */
   noiseLimit: envNumber('BENCH_NOISE_LIMIT', 25, 0),
   /** …for at most this long (s), then measure anyway and mark the run busy. */
-  quietWaitMs: envNumber('BENCH_QUIET_WAIT', 30, 0) * 1000,
+  quietWaitMs: envNumber('BENCH_QUIET_WAIT', 15, 0) * 1000,
   databaseUrl: process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test',
   variants: (process.env.BENCH_VARIANTS || 'all').split(',').map((v) => v.trim()),
 };
