@@ -137,6 +137,9 @@ export interface IdempotencyOptions<Req = unknown, Store extends IdempotencyStor
    * in 30 s). Never more than what is left of the original's lease, and sent in whole seconds, at
    * least 1 (RFC 9110 §10.2.3); the problem body carries it in ms too (member `retryAfterMs`), for
    * clients that read it (idemkit's). Set it near your handlers' usual duration when they take longer.
+   * That is while the original's owner is alive: once its record has gone 1.5 renewal periods
+   * (`leaseMs / 2`) unchanged, the 409 says `owner: 'unresponsive'` and suggests the end of its
+   * lease instead, when a retry takes the key over (docs/semantics.md, "Is the owner alive?").
    * @default 1_000
    */
   readonly retryAfterMs?: number;

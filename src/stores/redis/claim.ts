@@ -89,6 +89,8 @@ async function claimBySet(c: RedisContext, key: string, ref: RecordRef, fingerpr
   const record = Buffer.isBuffer(reply) ? decodeRecord(reply) : undefined;
   if (record === undefined || record.expiresAt - Date.now() <= CLOCK_MARGIN_MS) return undefined;
   if (record.fingerprint !== fingerprint) return { kind: 'mismatch' };
+  // In flight: whether the lease is live, and how long ago the owner last wrote, are read on the
+  // Redis clock, by the script.
   if (!record.completed) return undefined;
   const [status, headers, omitted, body] = record.response!;
   return { kind: 'completed', response: parseResponse([status, headers, body, omitted], (reason) => corrupt(key, ref, reason)) };
