@@ -26,10 +26,7 @@ afterEach(async () => {
 /** The default lease (DESIGN.md §2): what a client with its defaults must outlast. */
 const LEASE_MS = 30_000;
 
-// `.todo` until the server half of issue 28 item 2 (the 409's `owner`/`leaseEndsInMs`) is committed:
-// without it the first expectation below fails, saying so. It passed against that work while it
-// was still uncommitted in the tree; turn `it.todo` back into `it` when it lands.
-it.todo('the owner dies mid-charge: a default client waits out its lease, takes the key over, and gets the one charge', async () => {
+it('the owner dies mid-charge: a default client waits out its lease, takes the key over, and gets the one charge', async () => {
   // The store's clock, moved by the test: the dead owner's lease runs out without the test waiting 30 s.
   let skew = 0;
   const store = memoryStore({ sweepIntervalMs: 0, clock: () => Date.now() + skew });
