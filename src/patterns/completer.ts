@@ -8,7 +8,12 @@ import { InvalidOptionError, LeaseLostError } from '../core/errors.js';
 import type { FencedTransaction } from '../core/engine.js';
 import type { AbandonedRecords, IdempotencyRecord, RecordRef, StoredResponse, TransactionalStore } from '../core/store.js';
 import { canListAbandoned, isTransactionalStore } from '../core/store.js';
+import { since } from '../core/events.js';
 import { optionReader } from '../core/option-reader.js';
+import type { CompleterEvents } from './completer-events.js';
+import { CompleterTeller } from './completer-events.js';
+import type { CompleterRunner, RoundControl } from './completer-runner.js';
+import { completerRunner } from './completer-runner.js';
 import type { PhaseHost, PhaseState, Phases } from './phases.js';
 
 /** The answer a completed record replays, built from the last phase's output. */
@@ -36,10 +41,28 @@ export interface CompleterOptions {
   readonly response?: (result: unknown, record: RecordRef) => CompletedResponse;
   /** The completer's lease on each record it takes over; renewed every third while it runs. @default 30_000 */
   readonly leaseMs?: number;
-  /** Records examined per `runOnce`. @default 100 */
+  /** Records examined per `runOnce` (and per round of `start()`, unless it says otherwise). @default 100 */
   readonly batchSize?: number;
-  /** Told about each record that could not be completed (it stays in flight for the next round). */
-  readonly onError?: (error: unknown, record: RecordRef) => void;
+  /**
+   * Told about each record that could not be completed (it stays in flight for the next round),
+   * with `record` undefined for a round of `start()` that could not list records (the store is
+   * down; the loop goes on) and for a listener of `events` that threw outside a record.
+   * @default undefined (nothing is told)
+   */
+  readonly onError?: (error: unknown, record: RecordRef | undefined) => void;
+  /**
+   * Listeners told what the completer resumed, completed, gave up on (`failed`) and gave back at
+   * `stop()`'s deadline (`yielded`), and how each round of `start()` went (`round`,
+   * `roundFailed`). Events nobody listens to are never built.
+   * @default {} (none)
+   */
+  readonly events?: CompleterEvents;
+  /**
+   * Events carry a stable hash of scope and key (`sha256:…`) instead of the key itself, for logs
+   * that must not hold client-chosen identifiers. (`onError` and the report name records as they are.)
+   * @default false
+   */
+  readonly redactKeys?: boolean;
 }
 
 export interface CompleterReport {
@@ -54,10 +77,15 @@ export interface CompleterReport {
   readonly skipped: RecordRef[];
   /** Records whose phases failed; they stay in flight, resumable. */
   readonly failed: Array<{ readonly record: RecordRef; readonly error: unknown }>;
+  /**
+   * Records given back unfinished because `stop({ timeoutMs })`'s deadline passed (rounds of
+   * `start()` only); resumable at once. Records a stopped round never reached are in no list.
+   */
+  readonly yielded: RecordRef[];
 }
 
-export interface Completer {
-  /** One batch: list, claim, resume, complete. Safe to run from several processes at once. */
+export interface Completer extends CompleterRunner {
+  /** One batch: list, claim, resume, complete. Safe to run from several processes at once, and beside `start()`. */
   runOnce(): Promise<CompleterReport>;
 }
 
@@ -79,8 +107,28 @@ export function completer(options: CompleterOptions): Completer {
   const leaseMs = read.duration('leaseMs', { default: 30_000, min: 1 });
   const batchSize = read.integer('batchSize', { default: 100, min: 1 });
   const respond = read.function('response', { default: (result: unknown) => ({ status: 200, body: result }) });
-  const onError = read.value('onError') ?? (() => {});
+  const onError = read.function('onError');
+  const listeners = read.object('events');
+  const events: CompleterEvents = {
+    resumed: listeners?.function('resumed'),
+    completed: listeners?.function('completed'),
+    failed: listeners?.function('failed'),
+    yielded: listeners?.function('yielded'),
+    round: listeners?.function('round'),
+    roundFailed: listeners?.function('roundFailed'),
+  };
+  listeners?.done();
+  const redactKeys = read.boolean('redactKeys', { default: false });
   read.done();
+  /** `onError`, guarded: a hook that throws has nowhere else to go, and must not end a round or the loop. */
+  const report = (error: unknown, record: RecordRef | undefined): void => {
+    try {
+      onError?.(error, record);
+    } catch {
+      // Deliberately dropped: see above.
+    }
+  };
+  const teller = new CompleterTeller(events, redactKeys, report);
 
   /** The definition a record's recovery data names, or undefined when it is none of ours. */
   const definitionOf = (point: string | undefined, data: unknown): AnyPhases | undefined => {
@@ -89,70 +137,131 @@ export function completer(options: CompleterOptions): Completer {
     return typeof name === 'string' ? byName.get(name) : undefined;
   };
 
-  async function completeOne(record: IdempotencyRecord): Promise<'completed' | 'skipped'> {
+  /**
+   * One record: claim, resume, complete. Throws when it failed (after telling `failed`); with a
+   * loop's `control`, registers how to give the record back while it holds it.
+   */
+  async function completeOne(record: IdempotencyRecord, control?: RoundControl): Promise<'completed' | 'skipped' | 'yielded'> {
     const ref: RecordRef = { scope: record.scope, key: record.key };
+    const tell: CompleterTeller['record'] = (name, at, facts) => {
+      if (!control?.closed) teller.record(name, at, facts);
+    };
     if (!definitionOf(record.recoveryPoint, record.recoveryData)) return 'skipped';
-    // windowMs only matters if the record vanished since the listing: then the claim creates a
-    // fresh one, which is released at once below.
-    const claim = await store.claim(ref, record.fingerprint, { leaseMs, windowMs: leaseMs });
+    const claimedAt = performance.now();
+    let claim: Awaited<ReturnType<typeof store.claim>>;
+    try {
+      // windowMs only matters if the record vanished since the listing: then the claim creates a
+      // fresh one, which is released at once below.
+      claim = await store.claim(ref, record.fingerprint, { leaseMs, windowMs: leaseMs });
+    } catch (error) {
+      tell('failed', ref, () => ({ phases: undefined, resumeFrom: undefined, durationMs: since(claimedAt), error }));
+      throw error;
+    }
     if (claim.kind !== 'acquired') return 'skipped';
     const { token } = claim;
     const definition = claim.takeover ? definitionOf(claim.resumeFrom, claim.recoveryData) : undefined;
     if (!definition) {
-      if (claim.takeover) await store.renew(ref, token, 0); // not ours after all: give the lease back
-      else await store.release(ref, token).catch(() => {});
+      try {
+        if (claim.takeover) await store.renew(ref, token, 0); // not ours after all: give the lease back
+        else await store.release(ref, token).catch(() => {});
+      } catch (error) {
+        tell('failed', ref, () => ({ phases: undefined, resumeFrom: undefined, durationMs: since(claimedAt), error }));
+        throw error;
+      }
       return 'skipped';
     }
+    const phases = definition.name;
+    const { resumeFrom } = claim;
     let lost = false;
+    // Set once the record was given back: nothing more is written under this claim.
+    let yielded = false;
     const renewal = setInterval(() => {
       store.renew(ref, token, leaseMs).then((ok) => void (lost ||= !ok), () => {});
     }, Math.max(1, Math.floor(leaseMs / 3)));
     renewal.unref?.();
+    const giveBack = async (): Promise<void> => {
+      if (yielded) return;
+      yielded = true;
+      clearInterval(renewal);
+      await store.renew(ref, token, 0).catch((error: unknown) => report(error, ref));
+      tell('yielded', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt) }));
+    };
+    if (control) {
+      control.giveBack = giveBack;
+      // Claimed after stop()'s deadline passed: give it back before running anything.
+      if (control.yielding) {
+        await giveBack();
+        control.giveBack = undefined;
+        return 'yielded';
+      }
+    }
+    const refuseAfterYield = () => {
+      if (lost || yielded) throw new LeaseLostError(yielded ? 'The completer gave this record back at stop()' : undefined);
+    };
     const host: PhaseHost = {
       scope: ref.scope,
       key: ref.key,
-      resumeFrom: claim.resumeFrom,
+      resumeFrom,
       recoveryData: claim.recoveryData,
-      checkpoint: (point, data) => store.checkpoint(ref, token, point, data),
+      checkpoint: async (point, data) => {
+        refuseAfterYield();
+        await store.checkpoint(ref, token, point, data);
+      },
       async beginTransaction(): Promise<FencedTransaction<unknown>> {
-        if (lost) throw new LeaseLostError();
+        refuseAfterYield();
         const tx = await store.beginTransaction();
         return {
           tx: tx.tx,
-          checkpoint: (point, data) => tx.checkpoint(ref, token, point, data),
+          checkpoint: async (point, data) => {
+            refuseAfterYield();
+            await tx.checkpoint(ref, token, point, data);
+          },
           commit: () => tx.commit(),
           rollback: () => tx.rollback(),
         };
       },
     };
+    tell('resumed', ref, () => ({ phases, resumeFrom, durationMs: 0 }));
     try {
       const result = await definition.run(host);
-      await store.complete(ref, token, toStored(respond(result, ref)));
+      // Given back meanwhile: the record is another owner's to finish (its phases committed are kept).
+      if (yielded) return 'yielded';
+      const stored = toStored(respond(result, ref));
+      await store.complete(ref, token, stored);
+      tell('completed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), status: stored.status }));
       return 'completed';
     } catch (error) {
+      if (yielded) return 'yielded';
       // The record keeps its recovery points; the lease ends now, so the next round (or a retry) resumes.
       await store.renew(ref, token, 0).catch(() => {});
+      tell('failed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), error }));
       throw error;
     } finally {
       clearInterval(renewal);
+      if (control?.giveBack === giveBack) control.giveBack = undefined;
     }
   }
 
-  return {
-    async runOnce(): Promise<CompleterReport> {
-      const records = await store.listAbandoned(batchSize);
-      const report = { examined: records.length, completed: [] as RecordRef[], skipped: [] as RecordRef[], failed: [] as CompleterReport['failed'] };
-      for (const record of records) {
-        const ref = { scope: record.scope, key: record.key };
-        try {
-          report[await completeOne(record)].push(ref);
-        } catch (error) {
-          onError(error, ref);
-          report.failed.push({ record: ref, error });
-        }
+  /** One round of at most `limit` records; with a loop's `control`, it ends early once stopped. */
+  async function round(limit: number, control?: RoundControl): Promise<CompleterReport> {
+    const records = await store.listAbandoned(limit);
+    const result = { examined: records.length, completed: [] as RecordRef[], skipped: [] as RecordRef[], failed: [] as CompleterReport['failed'], yielded: [] as RecordRef[] };
+    for (const record of records) {
+      if (control?.stopped) break;
+      const ref = { scope: record.scope, key: record.key };
+      try {
+        result[await completeOne(record, control)].push(ref);
+      } catch (error) {
+        if (!control?.closed) report(error, ref);
+        result.failed.push({ record: ref, error });
       }
-      return report;
-    },
+    }
+    return result;
+  }
+
+  return {
+    runOnce: () => round(batchSize),
+    ...completerRunner({ batchSize, round, teller, report }),
   };
 }
 

@@ -21,3 +21,6 @@ export type { PhaseState } from './phases.js';
 export { PhaseError } from './phase-errors.js';
 export { completer } from './completer.js';
 export type { Completer, CompleterOptions } from './completer.js';
+// The loop's options by name, for code that builds them apart from the call (a config module);
+// the events' and stop()'s types are reachable through CompleterOptions and Completer.
+export type { CompleterStartOptions } from './completer-runner.js';

@@ -264,6 +264,7 @@ const PLAIN_ERRORS: ReadonlyArray<{ file: string; text: string; why: string }> =
   { file: 'src/http/fastify-response.ts', text: 'new TypeError(`idemkit: cannot store a response payload', why: "what Fastify's reply.send throws for such a payload" },
   { file: 'src/http/koa-response.ts', text: "new TypeError('idemkit: a response body stream must yield", why: 'what writing such a chunk to the response throws when Koa pipes the stream' },
   { file: 'src/http/koa-response.ts', text: "new Error(format('non-error thrown: %j', thrown))", why: "the Error Koa's ctx.onerror wraps a thrown non-Error in, message and all" },
+  { file: 'src/patterns/completer-runner.ts', text: 'throw new Error(`completer.start(): the completer is already', why: "start() while its loop runs or stops, as a server's listen() twice throws ERR_SERVER_ALREADY_LISTEN" },
 ];
 
 describe('throw sites in src', () => {
