@@ -6,18 +6,17 @@
  */
 import Fastify from 'fastify';
 import pg from 'pg';
-import * as idemkit from 'idemkit';
+import { startInstance } from 'idemkit';
 import { idempotency } from 'idemkit/fastify';
 import { completer, definePhases } from 'idemkit/patterns';
 import { postgresStore } from 'idemkit/stores/postgres';
 import type { AppConfig, IdemkitOptions, Order } from './app.js';
-import { startInstanceOf } from './app.js';
 
 export async function start({ port, databaseUrl, foreignUrl, ordersTable, stateName, options }: AppConfig<IdemkitOptions>): Promise<void> {
   const store = postgresStore({ pool: new pg.Pool({ connectionString: databaseUrl }), table: stateName });
   await store.migrate();
-  // Instance-aware take-over (one variant): this slot's identity, so a restart ends what its crashed predecessor left in flight.
-  const instance = options.instance === undefined ? undefined : await startInstanceOf(idemkit)!({ store, name: options.instance });
+  // Instance-aware take-over (one variant): this slot's identity, so a restart frees what its crashed predecessor left in flight.
+  const instance = options.instance === undefined ? undefined : await startInstance({ store, name: options.instance });
 
   const checkout = definePhases<Order, pg.PoolClient>('checkout')
     .phase('order_created', async ({ tx, input }) => {
@@ -40,7 +39,7 @@ export async function start({ port, databaseUrl, foreignUrl, ordersTable, stateN
     });
 
   const app = Fastify();
-  await app.register(idempotency, { store, leaseMs: options.leaseMs, ...(instance ? { instance } : {}) });
+  await app.register(idempotency, { store, leaseMs: options.leaseMs, instance });
   app.post('/orders', async (request, reply) => reply.code(201).send(await checkout.run(request.idempotency!, request.body as Order)));
 
   // Finishes records whose owner died, without waiting for their clients to come back.

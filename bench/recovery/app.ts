@@ -3,7 +3,6 @@
  * process (worker.ts) imports the app named by the variant and calls its `start(config)`. Kept out
  * of the app files so their line counts hold only what a user of each library writes.
  */
-import type { IdempotencyOptions } from 'idemkit';
 
 /** One order of the seeds' two-phase payment. The client sends `orderId` as its Idempotency-Key. */
 export interface Order {
@@ -27,7 +26,7 @@ export interface AppConfig<Options = Record<string, unknown>> {
   readonly ordersTable: string;
   /** The bench's own name for the implementation's state: idemkit's record table, DBOS's system schema. */
   readonly stateName: string;
-  /** The variant's options (options.ts). */
+  /** The variant's options (variants.ts). */
   readonly options: Options;
 }
 
@@ -36,24 +35,11 @@ export interface IdemkitOptions {
   /** The requests' and the completer's lease. */
   readonly leaseMs: number;
   /**
-   * Instance-aware take-over: the worker registers under this name (`startInstance`), so its
-   * restarted successor ends the leases its predecessor left instead of waiting them out.
+   * Instance-aware take-over: the worker registers under this name (`startInstance`) and passes
+   * the instance to the middleware, so its restarted successor frees the keys its predecessor left
+   * in flight instead of waiting out their leases.
    */
   readonly instance?: string;
-}
-
-/**
- * idemkit's `startInstance`, looked up rather than imported while idemkit may not export it yet
- * (variants.ts checks for it; app-idemkit.ts calls it only when a variant names an instance).
- */
-export type StartInstance = (options: { readonly store: object; readonly name: string }) => Promise<InstanceOption>;
-
-/** The middleware's `instance` option, typed as idemkit types it (never while it has none). */
-type InstanceOption = NonNullable<IdempotencyOptions[Extract<'instance', keyof IdempotencyOptions>]>;
-
-export function startInstanceOf(idemkit: object): StartInstance | undefined {
-  const found = (idemkit as { startInstance?: unknown }).startInstance;
-  return typeof found === 'function' ? (found as StartInstance) : undefined;
 }
 
 /** An app file's one export. Resolves once it serves `POST /orders` on `config.port`. */

@@ -4,7 +4,6 @@
  * needs; otherwise the bench prints its `unavailable` line and skips it.
  */
 import type { IdemkitOptions } from './app.js';
-import { startInstanceOf } from './app.js';
 
 export interface Variant {
   /** For BENCH_VARIANTS. */
@@ -21,10 +20,9 @@ export interface Variant {
 
 /**
  * Instance-aware take-over: the worker registers a stable name for its slot (`startInstance`,
- * DESIGN.md §2: an identity no live process can share), so its restarted successor ends the leases
- * its predecessor left and retries and the completer take those orders over at once, instead of
- * after the 30 s lease. Runs when idemkit exports `startInstance`; app-idemkit.ts passes the
- * instance to the Fastify plugin.
+ * DESIGN.md §2: an identity no live process can share), so its restarted successor, once the dead
+ * one's registration lapses (5 s), ends the leases its predecessor left, and client retries and the
+ * completer take those orders over at once instead of after the 30 s lease.
  */
 const INSTANCE_AWARE: IdemkitOptions = { leaseMs: 30_000, instance: 'recovery-bench-worker' };
 
@@ -36,13 +34,6 @@ export const VARIANTS: readonly Variant[] = [
     label: 'idemkit, instance-aware take-over (30 s lease)',
     app: 'idemkit',
     options: INSTANCE_AWARE,
-    available: instanceAware,
-    unavailable: 'instance-aware take-over not available yet',
   },
   { id: 'dbos', label: 'DBOS Transact 4.27.6 (knex datasource)', app: 'dbos', options: {} },
 ];
-
-/** The feature check: idemkit exports `startInstance` (the build the worker runs, as it imports it). */
-async function instanceAware(): Promise<string | undefined> {
-  return startInstanceOf(await import('idemkit')) ? undefined : 'idemkit exports no startInstance';
-}
