@@ -10,7 +10,7 @@
  * not depend on how fast this machine is. The gateway's own upstream timeout (1 s) is the only
  * clock, and nothing is asserted about time.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,25 +25,10 @@ import { createIdempotentFetch } from '../../src/client/index.js';
 import type { IdempotencyEvents } from '../../src/core/events.js';
 import { idempotency } from '../../src/http/fastify.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
+import { freePort, gatewayAvailable } from './support.js';
 
-function gatewayAvailable(bin: string, apt: string): boolean {
-  if (spawnSync(bin, ['-v'], { stdio: 'ignore' }).status === 0) return true;
-  const line = `${bin} is not on PATH (apt-get install ${apt})`;
-  if (process.env.CI === 'true') throw new Error(`CI=true and ${line}`);
-  console.warn(`\n!!!!!!!! SKIPPING THE ${bin.toUpperCase()} GATEWAY SUITE: ${line}\n`);
-  return false;
-}
 const hasNginx = gatewayAvailable('nginx', 'nginx-light');
 const hasHaproxy = gatewayAvailable('haproxy', 'haproxy');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 const scratch = mkdtempSync(join(tmpdir(), 'idemkit-gateways-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

@@ -2,7 +2,8 @@
  * A server process for the cross-process and crash proofs. Environment:
  * FRAMEWORK=fastify|express, STORE_URL, NAME (table suffix), TRANSACTIONAL=1, LEASE_MS,
  * UNIQUE_ORDERS=1, ORDERS_FILE (the SQLite file of the orders, for Redis), INSTANCE (an instance
- * name for `startInstance`, with INSTANCE_LEASE_MS). `POST /work` inserts one order (inside the transaction in transactional mode).
+ * name for `startInstance`, with INSTANCE_LEASE_MS), PORT (default: any free port; a gateway in
+ * front needs a restarted slot on its predecessor's port). `POST /work` inserts one order (inside the transaction in transactional mode).
  * The `x-crash` header kills the process with SIGKILL: `after-insert` right after the business
  * write (before commit or completion), `before-response` after the record is written, when the
  * response is about to leave.
@@ -34,6 +35,7 @@ const options = {
   scope: () => 'proof',
 };
 const die = () => process.kill(process.pid, 'SIGKILL');
+const listenPort = Number(env.PORT ?? 0);
 
 /** Makes the response's first byte kill the process: after the commit, before the answer. */
 function crashOnSend(res: ServerResponse): void {
@@ -60,7 +62,7 @@ if (env.FRAMEWORK === 'express') {
       next(error);
     }
   });
-  const server = app.listen(0, '127.0.0.1');
+  const server = app.listen(listenPort, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   port = (server.address() as { port: number }).port;
 } else {
@@ -73,7 +75,7 @@ if (env.FRAMEWORK === 'express') {
     const ctx = request.idempotency!;
     return reply.code(201).send(await work(ctx.key, request.headers['x-crash'] as string | undefined, ctx.tx));
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  await app.listen({ port: listenPort, host: '127.0.0.1' });
   port = (app.server.address() as { port: number }).port;
 }
 console.log(`listening ${port}`);

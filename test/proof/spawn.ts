@@ -7,6 +7,8 @@ export interface ServerProcess {
   readonly child: ChildProcess;
   /** Resolves with the signal (or exit code) once the process is gone. */
   readonly exited: Promise<NodeJS.Signals | number | null>;
+  /** What the process printed on stdout so far (`instance … reclaimed <n>`, `listening <port>`). */
+  output(): string;
   kill(): void;
 }
 
@@ -27,8 +29,8 @@ export async function startServer(env: Record<string, string>, serverScript = sc
       resolve(signal ?? code);
     }),
   );
+  let out = '';
   const port = await new Promise<string>((resolve, reject) => {
-    let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       const match = /listening (\d+)/.exec(out);
@@ -40,6 +42,7 @@ export async function startServer(env: Record<string, string>, serverScript = sc
     url: `http://127.0.0.1:${port}`,
     child,
     exited,
+    output: () => out,
     kill: () => {
       if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
     },
