@@ -6,9 +6,11 @@
  */
 import { InvalidOptionError, LeaseLostError } from '../core/errors.js';
 import type { FencedTransaction } from '../core/engine.js';
-import type { AbandonedRecords, IdempotencyRecord, RecordRef, StoredResponse, TransactionalStore } from '../core/store.js';
+import type { AbandonedRecords, ClaimOptions, IdempotencyRecord, RecordRef, StoredResponse, TransactionalStore } from '../core/store.js';
 import { canListAbandoned, isTransactionalStore } from '../core/store.js';
 import { since } from '../core/events.js';
+import type { Instance } from '../core/instance.js';
+import { readInstance } from '../core/instance.js';
 import { optionReader } from '../core/option-reader.js';
 import type { CompleterEvents } from './completer-events.js';
 import { CompleterTeller } from './completer-events.js';
@@ -63,6 +65,13 @@ export interface CompleterOptions {
    * @default false
    */
   readonly redactKeys?: boolean;
+  /**
+   * This process's identity (`await startInstance({ store, name })`, on the same store): the
+   * completer's claims carry its incarnation too, so a restart under the same name frees the
+   * records this completer held when it crashed at once, not after `leaseMs`.
+   * @default undefined
+   */
+  readonly instance?: Instance | undefined;
 }
 
 export interface CompleterReport {
@@ -90,6 +99,29 @@ export interface Completer extends CompleterRunner {
 }
 
 export function completer(options: CompleterOptions): Completer {
+  const c = resolveCompleter(options);
+  const round = (limit: number, control?: RoundControl) => completeRound(c, limit, control);
+  return {
+    runOnce: () => round(c.batchSize),
+    ...completerRunner({ batchSize: c.batchSize, round, teller: c.teller, report: c.report }),
+  };
+}
+
+/** What a completer needs, its options read and checked once. */
+interface ResolvedCompleter {
+  readonly store: TransactionalStore & AbandonedRecords;
+  readonly byName: ReadonlyMap<string, AnyPhases>;
+  readonly leaseMs: number;
+  readonly batchSize: number;
+  /** The claim of a record it takes over: its own lease, and the instance's incarnation. */
+  readonly claimOptions: ClaimOptions;
+  readonly respond: (result: unknown, record: RecordRef) => CompletedResponse;
+  /** `onError`, guarded: a hook that throws has nowhere else to go, and must not end a round or the loop. */
+  readonly report: (error: unknown, record: RecordRef | undefined) => void;
+  readonly teller: CompleterTeller;
+}
+
+function resolveCompleter(options: CompleterOptions): ResolvedCompleter {
   const read = optionReader('completer()', options);
   const store = read.value('store');
   if (!store || !isTransactionalStore(store) || !canListAbandoned(store)) {
@@ -119,149 +151,157 @@ export function completer(options: CompleterOptions): Completer {
   };
   listeners?.done();
   const redactKeys = read.boolean('redactKeys', { default: false });
+  const instance = readInstance(read.value('instance'), store, (message) => read.fail('instance', message));
   read.done();
-  /** `onError`, guarded: a hook that throws has nowhere else to go, and must not end a round or the loop. */
   const report = (error: unknown, record: RecordRef | undefined): void => {
     try {
       onError?.(error, record);
     } catch {
-      // Deliberately dropped: see above.
+      // Deliberately dropped: see ResolvedCompleter.report.
     }
   };
-  const teller = new CompleterTeller(events, redactKeys, report);
+  // windowMs only matters if a record vanished since the listing: then the claim creates a fresh
+  // one, which is released at once (completeRecord).
+  const claimOptions: ClaimOptions = instance === undefined ? { leaseMs, windowMs: leaseMs } : { leaseMs, windowMs: leaseMs, incarnation: instance.incarnation };
+  return { store, byName, leaseMs, batchSize, claimOptions, respond, report, teller: new CompleterTeller(events, redactKeys, report) };
+}
 
-  /** The definition a record's recovery data names, or undefined when it is none of ours. */
-  const definitionOf = (point: string | undefined, data: unknown): AnyPhases | undefined => {
-    if (point === undefined || !data || typeof data !== 'object') return undefined;
-    const name = (data as Partial<PhaseState>).phases;
-    return typeof name === 'string' ? byName.get(name) : undefined;
-  };
+/** The definition a record's recovery data names, or undefined when it is none of ours. */
+function definitionOf(c: ResolvedCompleter, point: string | undefined, data: unknown): AnyPhases | undefined {
+  if (point === undefined || !data || typeof data !== 'object') return undefined;
+  const name = (data as Partial<PhaseState>).phases;
+  return typeof name === 'string' ? c.byName.get(name) : undefined;
+}
 
-  /**
-   * One record: claim, resume, complete. Throws when it failed (after telling `failed`); with a
-   * loop's `control`, registers how to give the record back while it holds it.
-   */
-  async function completeOne(record: IdempotencyRecord, control?: RoundControl): Promise<'completed' | 'skipped' | 'yielded'> {
-    const ref: RecordRef = { scope: record.scope, key: record.key };
-    const tell: CompleterTeller['record'] = (name, at, facts) => {
-      if (!control?.closed) teller.record(name, at, facts);
-    };
-    if (!definitionOf(record.recoveryPoint, record.recoveryData)) return 'skipped';
-    const claimedAt = performance.now();
-    let claim: Awaited<ReturnType<typeof store.claim>>;
+/** One round of at most `limit` records; with a loop's `control`, it ends early once stopped. */
+async function completeRound(c: ResolvedCompleter, limit: number, control?: RoundControl): Promise<CompleterReport> {
+  const records = await c.store.listAbandoned(limit);
+  const result = { examined: records.length, completed: [] as RecordRef[], skipped: [] as RecordRef[], failed: [] as CompleterReport['failed'], yielded: [] as RecordRef[] };
+  for (const record of records) {
+    if (control?.stopped) break;
+    const ref = { scope: record.scope, key: record.key };
     try {
-      // windowMs only matters if the record vanished since the listing: then the claim creates a
-      // fresh one, which is released at once below.
-      claim = await store.claim(ref, record.fingerprint, { leaseMs, windowMs: leaseMs });
+      result[await completeRecord(c, record, control)].push(ref);
+    } catch (error) {
+      if (!control?.closed) c.report(error, ref);
+      result.failed.push({ record: ref, error });
+    }
+  }
+  return result;
+}
+
+/**
+ * One record: claim, resume, complete. Throws when it failed (after telling `failed`); with a
+ * loop's `control`, registers how to give the record back while it holds it.
+ */
+async function completeRecord(c: ResolvedCompleter, record: IdempotencyRecord, control?: RoundControl): Promise<'completed' | 'skipped' | 'yielded'> {
+  const { store, leaseMs, report } = c;
+  const ref: RecordRef = { scope: record.scope, key: record.key };
+  const tell: CompleterTeller['record'] = (name, at, facts) => {
+    if (!control?.closed) c.teller.record(name, at, facts);
+  };
+  if (!definitionOf(c, record.recoveryPoint, record.recoveryData)) return 'skipped';
+  const claimedAt = performance.now();
+  let claim: Awaited<ReturnType<typeof store.claim>>;
+  try {
+    claim = await store.claim(ref, record.fingerprint, c.claimOptions);
+  } catch (error) {
+    tell('failed', ref, () => ({ phases: undefined, resumeFrom: undefined, durationMs: since(claimedAt), error }));
+    throw error;
+  }
+  if (claim.kind !== 'acquired') return 'skipped';
+  const { token } = claim;
+  const definition = claim.takeover ? definitionOf(c, claim.resumeFrom, claim.recoveryData) : undefined;
+  if (!definition) {
+    try {
+      if (claim.takeover) await store.renew(ref, token, 0); // not ours after all: give the lease back
+      else await store.release(ref, token).catch(() => {});
     } catch (error) {
       tell('failed', ref, () => ({ phases: undefined, resumeFrom: undefined, durationMs: since(claimedAt), error }));
       throw error;
     }
-    if (claim.kind !== 'acquired') return 'skipped';
-    const { token } = claim;
-    const definition = claim.takeover ? definitionOf(claim.resumeFrom, claim.recoveryData) : undefined;
-    if (!definition) {
-      try {
-        if (claim.takeover) await store.renew(ref, token, 0); // not ours after all: give the lease back
-        else await store.release(ref, token).catch(() => {});
-      } catch (error) {
-        tell('failed', ref, () => ({ phases: undefined, resumeFrom: undefined, durationMs: since(claimedAt), error }));
-        throw error;
-      }
-      return 'skipped';
-    }
-    const phases = definition.name;
-    const { resumeFrom } = claim;
-    let lost = false;
-    // Set once the record was given back: nothing more is written under this claim.
-    let yielded = false;
-    const renewal = setInterval(() => {
-      store.renew(ref, token, leaseMs).then((ok) => void (lost ||= !ok), () => {});
-    }, Math.max(1, Math.floor(leaseMs / 3)));
-    renewal.unref?.();
-    const giveBack = async (): Promise<void> => {
-      if (yielded) return;
-      yielded = true;
-      clearInterval(renewal);
-      await store.renew(ref, token, 0).catch((error: unknown) => report(error, ref));
-      tell('yielded', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt) }));
-    };
-    if (control) {
-      control.giveBack = giveBack;
-      // Claimed after stop()'s deadline passed: give it back before running anything.
-      if (control.yielding) {
-        await giveBack();
-        control.giveBack = undefined;
-        return 'yielded';
-      }
-    }
-    const refuseAfterYield = () => {
-      if (lost || yielded) throw new LeaseLostError(yielded ? 'The completer gave this record back at stop()' : undefined);
-    };
-    const host: PhaseHost = {
-      scope: ref.scope,
-      key: ref.key,
-      resumeFrom,
-      recoveryData: claim.recoveryData,
-      checkpoint: async (point, data) => {
-        refuseAfterYield();
-        await store.checkpoint(ref, token, point, data);
-      },
-      async beginTransaction(): Promise<FencedTransaction<unknown>> {
-        refuseAfterYield();
-        const tx = await store.beginTransaction();
-        return {
-          tx: tx.tx,
-          checkpoint: async (point, data) => {
-            refuseAfterYield();
-            await tx.checkpoint(ref, token, point, data);
-          },
-          commit: () => tx.commit(),
-          rollback: () => tx.rollback(),
-        };
-      },
-    };
-    tell('resumed', ref, () => ({ phases, resumeFrom, durationMs: 0 }));
-    try {
-      const result = await definition.run(host);
-      // Given back meanwhile: the record is another owner's to finish (its phases committed are kept).
-      if (yielded) return 'yielded';
-      const stored = toStored(respond(result, ref));
-      await store.complete(ref, token, stored);
-      tell('completed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), status: stored.status }));
-      return 'completed';
-    } catch (error) {
-      if (yielded) return 'yielded';
-      // The record keeps its recovery points; the lease ends now, so the next round (or a retry) resumes.
-      await store.renew(ref, token, 0).catch(() => {});
-      tell('failed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), error }));
-      throw error;
-    } finally {
-      clearInterval(renewal);
-      if (control?.giveBack === giveBack) control.giveBack = undefined;
+    return 'skipped';
+  }
+  const phases = definition.name;
+  const { resumeFrom } = claim;
+  let lost = false;
+  // Set once the record was given back: nothing more is written under this claim.
+  let yielded = false;
+  const renewal = setInterval(() => {
+    store.renew(ref, token, leaseMs).then((ok) => void (lost ||= !ok), () => {});
+  }, Math.max(1, Math.floor(leaseMs / 3)));
+  renewal.unref?.();
+  const giveBack = async (): Promise<void> => {
+    if (yielded) return;
+    yielded = true;
+    clearInterval(renewal);
+    await store.renew(ref, token, 0).catch((error: unknown) => report(error, ref));
+    tell('yielded', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt) }));
+  };
+  if (control) {
+    control.giveBack = giveBack;
+    // Claimed after stop()'s deadline passed: give it back before running anything.
+    if (control.yielding) {
+      await giveBack();
+      control.giveBack = undefined;
+      return 'yielded';
     }
   }
-
-  /** One round of at most `limit` records; with a loop's `control`, it ends early once stopped. */
-  async function round(limit: number, control?: RoundControl): Promise<CompleterReport> {
-    const records = await store.listAbandoned(limit);
-    const result = { examined: records.length, completed: [] as RecordRef[], skipped: [] as RecordRef[], failed: [] as CompleterReport['failed'], yielded: [] as RecordRef[] };
-    for (const record of records) {
-      if (control?.stopped) break;
-      const ref = { scope: record.scope, key: record.key };
-      try {
-        result[await completeOne(record, control)].push(ref);
-      } catch (error) {
-        if (!control?.closed) report(error, ref);
-        result.failed.push({ record: ref, error });
-      }
-    }
-    return result;
+  const refuseAfterYield = () => {
+    if (lost || yielded) throw new LeaseLostError(yielded ? 'The completer gave this record back at stop()' : undefined);
+  };
+  const host = phaseHost(store, ref, token, claim, refuseAfterYield);
+  tell('resumed', ref, () => ({ phases, resumeFrom, durationMs: 0 }));
+  try {
+    const result = await definition.run(host);
+    // Given back meanwhile: the record is another owner's to finish (its phases committed are kept).
+    if (yielded) return 'yielded';
+    const stored = toStored(c.respond(result, ref));
+    await store.complete(ref, token, stored);
+    tell('completed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), status: stored.status }));
+    return 'completed';
+  } catch (error) {
+    if (yielded) return 'yielded';
+    // The record keeps its recovery points; the lease ends now, so the next round (or a retry) resumes.
+    await store.renew(ref, token, 0).catch(() => {});
+    tell('failed', ref, () => ({ phases, resumeFrom, durationMs: since(claimedAt), error }));
+    throw error;
+  } finally {
+    clearInterval(renewal);
+    if (control?.giveBack === giveBack) control.giveBack = undefined;
   }
+}
 
+/** What the phases see of a record the completer took over: its checkpoints and transactions, refused once the claim is gone. */
+function phaseHost(
+  store: TransactionalStore,
+  ref: RecordRef,
+  token: string,
+  claim: { readonly resumeFrom?: string | undefined; readonly recoveryData?: unknown },
+  refuseAfterYield: () => void,
+): PhaseHost {
   return {
-    runOnce: () => round(batchSize),
-    ...completerRunner({ batchSize, round, teller, report }),
+    scope: ref.scope,
+    key: ref.key,
+    resumeFrom: claim.resumeFrom,
+    recoveryData: claim.recoveryData,
+    checkpoint: async (point, data) => {
+      refuseAfterYield();
+      await store.checkpoint(ref, token, point, data);
+    },
+    async beginTransaction(): Promise<FencedTransaction<unknown>> {
+      refuseAfterYield();
+      const tx = await store.beginTransaction();
+      return {
+        tx: tx.tx,
+        checkpoint: async (point, data) => {
+          refuseAfterYield();
+          await tx.checkpoint(ref, token, point, data);
+        },
+        commit: () => tx.commit(),
+        rollback: () => tx.rollback(),
+      };
+    },
   };
 }
 

@@ -14,6 +14,7 @@ import { redactedKey } from '../../src/core/events.js';
 import type { RecordRef } from '../../src/core/store.js';
 import type { CompleterOptions } from '../../src/patterns/completer.js';
 import { completer } from '../../src/patterns/completer.js';
+import { startInstance } from '../../src/core/instance.js';
 import type { CompleterRecordEvent, CompleterRoundEvent } from '../../src/patterns/completer-events.js';
 import { STARTED, definePhases, foreignKeyFor } from '../../src/patterns/phases.js';
 import type { SqliteStore } from '../../src/stores/sqlite/index.js';
@@ -416,6 +417,30 @@ describe('completer.start() / stop() (SQLite, fake timers)', () => {
     expect(() => completer({ store, phases: checkout(), events: { complete: () => {} } as never })).toThrow(/`events.complete`.*did you mean `completed`/);
     expect(() => completer({ store, phases: checkout(), events: { resumed: 1 } as never })).toThrow(/`events.resumed`/);
     expect(() => completer({ store, phases: checkout(), redactKeys: 'yes' } as never)).toThrow(/`redactKeys`/);
+  });
+
+  it('with an instance, its claims carry the incarnation: a restart under the name frees the record it held at once', async () => {
+    const quiet = { warn: () => {}, error: () => {} };
+    const [ref] = await abandoned(1);
+    const instance = await startInstance({ store, name: `worker-${randomUUID()}`, logger: quiet });
+    const inHand = gate();
+    hold = inHand.wait;
+    const { c } = recorded({ instance });
+    const running = c.runOnce();
+    for (let i = 0; i < 50 && foreignCalls.length === 0; i++) await flush();
+    expect(foreignCalls).toHaveLength(1);
+    // The completer holds the record under its own lease (30 s); its successor ends it by the incarnation.
+    expect(await store.endLeasesOf(instance.incarnation)).toBe(1);
+    expect(await store.claim(ref!, `fp-${ref!.key}`, { leaseMs: 30_000, windowMs: 3_600_000 })).toMatchObject({ kind: 'acquired', takeover: true });
+    inHand.open();
+    await running;
+    await instance.stop();
+    // An instance registered on another store is refused, naming the option.
+    const other = sqliteStore({ database: new Database(':memory:'), clock: clock.now });
+    await other.migrate();
+    const elsewhere = await startInstance({ store: other, name: 'w', logger: quiet });
+    expect(() => completer({ store, phases: checkout(), instance: elsewhere })).toThrow(/`instance`.*another store/);
+    await elsewhere.stop();
   });
 });
 
