@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import type { EngineOverrides, Execution, RequestReader } from '../core/engine.js';
+import type { Decision, EngineOverrides, Execution, RequestReader } from '../core/engine.js';
 import type { RegisteredContext } from '../core/index.js';
 import { IdempotencyEngine } from '../core/engine.js';
 import type { IdempotencyHttpError } from '../core/errors.js';
@@ -90,12 +90,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => engine.covers(m))) return;
     const marked = route as RouteOptions & { [kProtected]?: true };
-    if (marked[kProtected]) {
-      throw new MountedTwiceError(
-        `idemkit: the idempotency plugin is registered twice for ${route.url} (each registration covers the routes of the context it is registered in and of its children). ` +
-          'Register it once there; give a route its own options with `config: { idempotency: { … } }`, or register each group of routes with its own options inside its own `app.register(async (child) => { await child.register(idempotency, options); … })`.',
-      );
-    }
+    if (marked[kProtected]) throw mountedTwice(route.url);
     marked[kProtected] = true;
     // Fastify reads and parses the body itself, within this limit; the fingerprint is taken from
     // what it parsed, so the body is neither buffered twice nor parsed twice.
@@ -136,28 +131,7 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
         if (engine.passesAtOnce(request, reader)) return done();
         engine
           .decide(request, reader)
-          .then((decision) => {
-            switch (decision.kind) {
-              case 'pass':
-                return done();
-              case 'replay': {
-                const { response } = decision;
-                reply.code(response.status).headers(replayHeaderRecord(response));
-                reply.send(sendable(replayBody(response)));
-                return;
-              }
-              case 'reject':
-                sendProblem(reply, decision.error);
-                return;
-              case 'execute':
-                (request as TrackedRequest)[kPending] = { execution: decision.execution, threw: false, tooLarge: false };
-                // Typed as the application registered its store (`Register`); the engine's is untyped.
-                request.idempotency = decision.execution.context as RegisteredContext;
-                // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
-                watchResponse(decision.execution, reply.raw);
-                return done();
-            }
-          })
+          .then((decision) => applyDecision(decision, request, reply, done, problemTypeBase))
           // A scope hook that threw, or answering that threw: Fastify's error handling.
           .catch((error: unknown) => done(error as Error));
       },
@@ -218,10 +192,41 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     reply.code(replacement.status).headers(replacement.headers).type(PROBLEM_CONTENT_TYPE);
     return JSON.stringify(replacement.problem(problemTypeBase));
   }
+}
 
-  function sendProblem(reply: FastifyReply, error: IdempotencyHttpError): FastifyReply {
-    return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem(problemTypeBase)));
+/** Answers a keyed request as the engine decided, in a preHandler: `done()` lets it through to the handler. */
+function applyDecision(decision: Decision<FastifyRequest>, request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, problemTypeBase: string): void {
+  switch (decision.kind) {
+    case 'pass':
+      return done();
+    case 'replay': {
+      const { response } = decision;
+      reply.code(response.status).headers(replayHeaderRecord(response));
+      reply.send(sendable(replayBody(response)));
+      return;
+    }
+    case 'reject':
+      sendProblem(reply, decision.error, problemTypeBase);
+      return;
+    case 'execute':
+      (request as TrackedRequest)[kPending] = { execution: decision.execution, threw: false, tooLarge: false };
+      // Typed as the application registered its store (`Register`); the engine's is untyped.
+      request.idempotency = decision.execution.context as RegisteredContext;
+      // A hijacked reply never reaches onSend: the keeper sees it finished and releases.
+      watchResponse(decision.execution, reply.raw);
+      return done();
   }
+}
+
+function sendProblem(reply: FastifyReply, error: IdempotencyHttpError, problemTypeBase: string): FastifyReply {
+  return reply.code(error.status).headers(error.headers).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(error.problem(problemTypeBase)));
+}
+
+function mountedTwice(url: string): MountedTwiceError {
+  return new MountedTwiceError(
+    `idemkit: the idempotency plugin is registered twice for ${url} (each registration covers the routes of the context it is registered in and of its children). ` +
+      'Register it once there; give a route its own options with `config: { idempotency: { … } }`, or register each group of routes with its own options inside its own `app.register(async (child) => { await child.register(idempotency, options); … })`.',
+  );
 }
 
 /**
