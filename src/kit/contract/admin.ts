@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RecordRef } from '../../core/store.js';
 import { hasAdmin } from '../../core/store.js';
-import type { ContractSuite, ContractTestContext } from './context.js';
+import type { ContractSuite } from './context.js';
 import { LEASE, LIVE, SHORT_LEASE, WINDOW, opts, ref, response } from './context.js';
 
 export function adminSection(suite: ContractSuite): void {
@@ -15,57 +15,55 @@ export function adminSection(suite: ContractSuite): void {
 
 /** What the admin reads: counts, one record, a listing. */
 function adminReads(suite: ContractSuite): void {
-  const { it, expect } = suite.test;
-  const { acquire } = suite;
+  const { expect } = suite.test;
+  const { acquire, itWith } = suite;
 
   // The admin capability (store.admin, used by the `idemkit` command); stores without it skip
   // these cases. This one runs first, on an empty store, so its counts are exact on every clock.
-  it('admin: counts records by state, the oldest owner gone, and the bytes of stored bodies', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
-    const before = await suite.store.admin.stats();
+  itWith(hasAdmin, 'admin: counts records by state, the oldest owner gone, and the bytes of stored bodies', async (store) => {
+    const before = await store.admin.stats();
     const live = ref();
     await acquire(live);
     const gone = ref();
     const goneClaim = await acquire(gone);
-    expect(await suite.store.renew(gone, goneClaim.token, 0)).toBe(true);
+    expect(await store.renew(gone, goneClaim.token, 0)).toBe(true);
     const bodies = ['{"id":1}', 'x'.repeat(300)];
     for (const body of bodies) {
       const r = ref();
       const { token } = await acquire(r);
-      await suite.store.complete(r, token, response(body));
+      await store.complete(r, token, response(body));
     }
-    const after = await suite.store.admin.stats();
+    const after = await store.admin.stats();
     expect(after.inFlight - before.inFlight).toBe(2);
     expect(after.abandoned - before.abandoned).toBe(1);
     expect(after.completed - before.completed).toBe(2);
     expect(after.expired - before.expired).toBe(0);
     expect(after.bodyBytes - before.bodyBytes).toBe(bodies.reduce((n, b) => n + b.length, 0));
     expect(after.now).toBeGreaterThanOrEqual(before.now);
-    const goneRecord = await suite.store.get(gone);
+    const goneRecord = await store.get(gone);
     expect(after.oldestInFlight).not.toBeNull();
     expect(after.oldestInFlight!.leaseUntil).toBeLessThanOrEqual(goneRecord!.leaseUntil);
     if (before.inFlight === 0) expect(after.oldestInFlight).toEqual({ scope: gone.scope, key: gone.key, leaseUntil: goneRecord!.leaseUntil });
   });
 
-  it('admin: inspects a record with its owner token cut short, attempt, recovery point and response', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
+  itWith(hasAdmin, 'admin: inspects a record with its owner token cut short, attempt, recovery point and response', async (store) => {
     const r = ref();
-    expect(await suite.store.admin.inspect(r)).toBeUndefined();
+    expect(await store.admin.inspect(r)).toBeUndefined();
     const first = await acquire(r, 'fp-1', SHORT_LEASE);
-    await suite.store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
-    const inFlight = await suite.store.admin.inspect(r);
+    await store.checkpoint(r, first.token, 'charged', { chargeId: 'ch_1' });
+    const inFlight = await store.admin.inspect(r);
     expect(inFlight).toMatchObject({ scope: r.scope, key: r.key, state: 'in_flight', fingerprint: 'fp-1', attempt: 1, expired: false });
     expect(inFlight).toMatchObject({ recoveryPoint: 'charged', recoveryData: { chargeId: 'ch_1' }, tokenPrefix: first.token.slice(0, 8) });
     expect(inFlight!.response).toBeUndefined();
     expect(inFlight!.leaseUntil).toBeGreaterThan(0);
     await suite.advance(LEASE + 50);
     const second = await acquire(r);
-    const takenOver = await suite.store.admin.inspect(r);
+    const takenOver = await store.admin.inspect(r);
     expect(takenOver).toMatchObject({ attempt: 2, tokenPrefix: second.token.slice(0, 8) });
     expect(takenOver!.now).toBeGreaterThanOrEqual(inFlight!.now);
     const body = Uint8Array.from([0, 1, 2, 255]);
-    await suite.store.complete(r, second.token, { status: 201, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
-    const done = await suite.store.admin.inspect(r);
+    await store.complete(r, second.token, { status: 201, headers: [['content-type', 'application/octet-stream']], body, bodyOmitted: false });
+    const done = await store.admin.inspect(r);
     expect(done).toMatchObject({ state: 'completed', fingerprint: 'fp-1', expired: false });
     expect(done!.tokenPrefix.length).toBeLessThanOrEqual(8);
     expect(done!.response).toMatchObject({ status: 201, headers: [['content-type', 'application/octet-stream']], bodyOmitted: false });
@@ -73,13 +71,12 @@ function adminReads(suite: ContractSuite): void {
     // Past its window, a record still held is shown as expired.
     const old = ref();
     const o = await acquire(old, 'fp-1', opts);
-    await suite.store.complete(old, o.token, response('old'));
+    await store.complete(old, o.token, response('old'));
     await suite.advance(WINDOW + 50);
-    expect(await suite.store.admin.inspect(old)).toMatchObject({ state: 'completed', expired: true });
+    expect(await store.admin.inspect(old)).toMatchObject({ state: 'completed', expired: true });
   });
 
-  it('admin: lists by scope, state and age (claimed at least olderThanMs ago), oldest lease first, up to limit', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
+  itWith(hasAdmin, 'admin: lists by scope, state and age (claimed at least olderThanMs ago), oldest lease first, up to limit', async (store) => {
     const scope = `list-${randomUUID()}`;
     const liveInFlight = ref(scope);
     const goneInFlight = ref(scope);
@@ -87,24 +84,24 @@ function adminReads(suite: ContractSuite): void {
     const liveCompleted = ref(scope);
     await acquire(goneInFlight, 'fp-1', SHORT_LEASE);
     const c1 = await acquire(oldCompleted, 'fp-1', SHORT_LEASE);
-    await suite.store.complete(oldCompleted, c1.token, response('{"id":1}'));
+    await store.complete(oldCompleted, c1.token, response('{"id":1}'));
     await acquire(ref()); // another scope
     await suite.advance(LEASE + 50);
     // Claimed after the advance: younger than LEASE + 50 by the store's clock.
     await acquire(liveInFlight);
     const c2 = await acquire(liveCompleted);
-    await suite.store.complete(liveCompleted, c2.token, response('{"id":22}'));
+    await store.complete(liveCompleted, c2.token, response('{"id":22}'));
     const keys = (list: Array<{ key: string }>) => list.map((r) => r.key).sort();
-    const all = await suite.store.admin.list({ scope });
+    const all = await store.admin.list({ scope });
     expect(keys(all)).toEqual(keys([liveInFlight, goneInFlight, oldCompleted, liveCompleted]));
-    expect(keys(await suite.store.admin.list({ scope, state: 'in_flight' }))).toEqual(keys([liveInFlight, goneInFlight]));
-    expect(keys(await suite.store.admin.list({ scope, state: 'completed' }))).toEqual(keys([oldCompleted, liveCompleted]));
+    expect(keys(await store.admin.list({ scope, state: 'in_flight' }))).toEqual(keys([liveInFlight, goneInFlight]));
+    expect(keys(await store.admin.list({ scope, state: 'completed' }))).toEqual(keys([oldCompleted, liveCompleted]));
     // Every record was claimed at or before now.
-    expect(keys(await suite.store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys(all));
+    expect(keys(await store.admin.list({ scope, olderThanMs: 0 }))).toEqual(keys(all));
     const young = Math.min(...all.filter((r) => r.key === liveInFlight.key || r.key === liveCompleted.key).map((r) => r.createdAt!));
-    const aged = await suite.store.admin.list({ scope, olderThanMs: LEASE });
-    const agedCompleted = await suite.store.admin.list({ scope, state: 'completed', olderThanMs: LEASE });
-    const listedAt = (await suite.store.admin.stats()).now;
+    const aged = await store.admin.list({ scope, olderThanMs: LEASE });
+    const agedCompleted = await store.admin.list({ scope, state: 'completed', olderThanMs: LEASE });
+    const listedAt = (await store.admin.stats()).now;
     for (const r of [...aged, ...agedCompleted]) expect(r.createdAt!).toBeLessThanOrEqual(listedAt - LEASE);
     for (const old of [goneInFlight, oldCompleted]) expect(aged.some((r) => r.key === old.key)).toBe(true);
     expect(agedCompleted.some((r) => r.key === oldCompleted.key)).toBe(true);
@@ -117,23 +114,22 @@ function adminReads(suite: ContractSuite): void {
     // Oldest lease first: the two whose short leases ended come before the two live ones.
     expect(keys(all.slice(0, 2))).toEqual(keys([goneInFlight, oldCompleted]));
     for (let i = 1; i < all.length; i++) expect(all[i]!.leaseUntil).toBeGreaterThanOrEqual(all[i - 1]!.leaseUntil);
-    const first = await suite.store.admin.list({ scope, limit: 1 });
+    const first = await store.admin.list({ scope, limit: 1 });
     expect(first).toHaveLength(1);
     expect(first[0]!.key).toBe(all[0]!.key);
     expect(all.find((r) => r.key === liveCompleted.key)).toMatchObject({ state: 'completed', status: 201, bodyBytes: 9, attempt: 1, expired: false });
     expect(all.find((r) => r.key === goneInFlight.key)).toMatchObject({ state: 'in_flight', status: undefined, bodyBytes: null, fingerprint: 'fp-1' });
-    expect(await suite.store.admin.list({ scope: `none-${randomUUID()}` })).toEqual([]);
+    expect(await store.admin.list({ scope: `none-${randomUUID()}` })).toEqual([]);
   });
 }
 
 /** The times the store stamps on each write, and the one write the admin makes: purge. */
 function adminWrites(suite: ContractSuite): void {
-  const { it, expect } = suite.test;
-  const { acquire } = suite;
+  const { expect } = suite.test;
+  const { acquire, itWith } = suite;
 
-  it('admin: stamps a record with createdAt and updatedAt on the store clock; writes move updatedAt, reads do not', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
-    const { admin } = suite.store;
+  itWith(hasAdmin, 'admin: stamps a record with createdAt and updatedAt on the store clock; writes move updatedAt, reads do not', async (store) => {
+    const { admin } = store;
     const clock = async () => (await admin.stats()).now;
     const stamps = async (r: RecordRef) => {
       const found = await admin.inspect(r);
@@ -143,7 +139,7 @@ function adminWrites(suite: ContractSuite): void {
       expect(found!.createdAt!).toBeLessThanOrEqual(found!.updatedAt!);
       expect(found!.updatedAt!).toBeLessThanOrEqual(found!.now);
       // `get` shows the same times (undefined where the admin says null: never here).
-      const got = await suite.store.get(r);
+      const got = await store.get(r);
       expect({ createdAt: got?.createdAt, updatedAt: got?.updatedAt }).toEqual({ createdAt: found!.createdAt, updatedAt: found!.updatedAt });
       return { createdAt: found!.createdAt!, updatedAt: found!.updatedAt! };
     };
@@ -157,31 +153,31 @@ function adminWrites(suite: ContractSuite): void {
     expect(claimed.createdAt).toBeGreaterThanOrEqual(before);
     expect(claimed.updatedAt).toBe(claimed.createdAt);
     // The listing carries the same stamps.
-    expect((await suite.store.admin.list({ scope: r.scope }))[0]).toMatchObject(claimed);
+    expect((await store.admin.list({ scope: r.scope }))[0]).toMatchObject(claimed);
 
     await suite.advance(5);
-    expect(await suite.store.renew(r, first.token, LIVE.leaseMs)).toBe(true);
+    expect(await store.renew(r, first.token, LIVE.leaseMs)).toBe(true);
     const renewed = await stamps(r);
     expect(renewed.createdAt).toBe(claimed.createdAt);
     expect(renewed.updatedAt).toBeGreaterThan(claimed.updatedAt);
     // A refused renewal changes nothing.
     await suite.advance(5);
-    expect(await suite.store.renew(r, 'f'.repeat(32), LIVE.leaseMs)).toBe(false);
+    expect(await store.renew(r, 'f'.repeat(32), LIVE.leaseMs)).toBe(false);
     expect(await stamps(r)).toEqual(renewed);
 
     await suite.advance(5);
-    await suite.store.checkpoint(r, first.token, 'charged');
+    await store.checkpoint(r, first.token, 'charged');
     const checkpointed = await stamps(r);
     expect(checkpointed.updatedAt).toBeGreaterThan(renewed.updatedAt);
 
     // In flight, a same-request claim answers in_flight and another fingerprint mismatch: reads.
     await suite.advance(5);
-    expect((await suite.store.claim(r, 'fp-1', LIVE)).kind).toBe('in_flight');
-    expect((await suite.store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+    expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('in_flight');
+    expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
     expect(await stamps(r)).toEqual(checkpointed);
 
     // A take-over keeps the request's creation time (how old the request is) and is a change.
-    expect(await suite.store.renew(r, first.token, 0)).toBe(true);
+    expect(await store.renew(r, first.token, 0)).toBe(true);
     await suite.advance(5);
     const second = await acquire(r, 'fp-1', LIVE);
     expect(second.takeover).toBe(true);
@@ -190,51 +186,49 @@ function adminWrites(suite: ContractSuite): void {
     expect(takenOver.updatedAt).toBeGreaterThan(checkpointed.updatedAt);
 
     await suite.advance(5);
-    await suite.store.complete(r, second.token, response('{"id":1}'));
+    await store.complete(r, second.token, response('{"id":1}'));
     const completed = await stamps(r);
     expect(completed.createdAt).toBe(claimed.createdAt);
     expect(completed.updatedAt).toBeGreaterThan(takenOver.updatedAt);
 
     // A replay and a mismatch cost no write: the stamps stay.
     await suite.advance(5);
-    expect((await suite.store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
-    expect((await suite.store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
+    expect((await store.claim(r, 'fp-1', LIVE)).kind).toBe('completed');
+    expect((await store.claim(r, 'fp-2', LIVE)).kind).toBe('mismatch');
     expect(await stamps(r)).toEqual(completed);
   });
 
-  it('admin: a claim after the window ended starts a new record with a new createdAt', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
+  itWith(hasAdmin, 'admin: a claim after the window ended starts a new record with a new createdAt', async (store) => {
     const r = ref();
     const old = await acquire(r, 'fp-1', opts);
-    await suite.store.complete(r, old.token, response('old'));
-    const before = await suite.store.admin.inspect(r);
+    await store.complete(r, old.token, response('old'));
+    const before = await store.admin.inspect(r);
     await suite.advance(WINDOW + 50);
     const fresh = await acquire(r, 'fp-2', LIVE);
     expect(fresh.takeover).toBe(false);
-    const after = await suite.store.admin.inspect(r);
+    const after = await store.admin.inspect(r);
     expect(after).toMatchObject({ state: 'in_flight', attempt: 1, fingerprint: 'fp-2' });
     expect(after!.createdAt!).toBeGreaterThan(before!.createdAt!);
     expect(after!.updatedAt).toBe(after!.createdAt);
     expect(after!.createdAt!).toBeGreaterThanOrEqual(before!.now + WINDOW);
-    expect(await suite.store.get(r)).toMatchObject({ createdAt: after!.createdAt, updatedAt: after!.updatedAt });
+    expect(await store.get(r)).toMatchObject({ createdAt: after!.createdAt, updatedAt: after!.updatedAt });
   });
 
-  it('admin: purges a completed record, refuses one in flight unless forced, and reports one not found', async (...context: [ContractTestContext?]) => {
-    if (!hasAdmin(suite.store)) return context[0]?.skip?.();
+  itWith(hasAdmin, 'admin: purges a completed record, refuses one in flight unless forced, and reports one not found', async (store) => {
     const done = ref();
     const d = await acquire(done);
-    await suite.store.complete(done, d.token, response('done'));
-    expect(await suite.store.admin.purge(done)).toBe('purged');
-    expect(await suite.store.get(done)).toBeUndefined();
-    expect(await suite.store.claim(done, 'fp-other', LIVE)).toMatchObject({ kind: 'acquired', takeover: false });
+    await store.complete(done, d.token, response('done'));
+    expect(await store.admin.purge(done)).toBe('purged');
+    expect(await store.get(done)).toBeUndefined();
+    expect(await store.claim(done, 'fp-other', LIVE)).toMatchObject({ kind: 'acquired', takeover: false });
     const running = ref();
     await acquire(running);
-    expect(await suite.store.admin.purge(running)).toBe('in_flight');
-    expect(await suite.store.admin.purge(running, { force: false })).toBe('in_flight');
-    expect((await suite.store.get(running))?.state).toBe('in_flight');
-    expect(await suite.store.admin.purge(running, { force: true })).toBe('purged');
-    expect(await suite.store.get(running)).toBeUndefined();
-    expect(await suite.store.admin.purge(running)).toBe('not_found');
-    expect(await suite.store.admin.purge(ref(), { force: true })).toBe('not_found');
+    expect(await store.admin.purge(running)).toBe('in_flight');
+    expect(await store.admin.purge(running, { force: false })).toBe('in_flight');
+    expect((await store.get(running))?.state).toBe('in_flight');
+    expect(await store.admin.purge(running, { force: true })).toBe('purged');
+    expect(await store.get(running)).toBeUndefined();
+    expect(await store.admin.purge(running)).toBe('not_found');
+    expect(await store.admin.purge(ref(), { force: true })).toBe('not_found');
   });
 }

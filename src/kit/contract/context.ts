@@ -26,7 +26,12 @@ export interface ContractAssertion extends ContractMatchers {
   readonly rejects: { toBeInstanceOf(type: abstract new (...args: never[]) => unknown): Promise<void> };
 }
 
-/** What a case may receive from the runner: vitest's context can skip at run time; others may pass nothing. */
+/**
+ * What a case may receive from the runner: vitest's context can skip at run time; others may pass
+ * nothing, and then a case that would skip passes. A case reads it through rest parameters
+ * (`async (...context: [ContractTestContext?])`) so that its function's length stays 0: Jest takes
+ * a declared parameter for a `done` callback.
+ */
 export interface ContractTestContext {
   skip?(): void;
 }
@@ -66,6 +71,11 @@ export interface ContractSuite {
   advance(ms: number): Promise<void>;
   /** Claims `r`, failing the case unless it is acquired. */
   acquire(r: RecordRef, fp?: string, o?: ClaimOptions): Promise<Extract<Claim, { kind: 'acquired' }>>;
+  /**
+   * Registers a case of an optional capability (`hasAdmin`, `canListAbandoned`, …): `body` gets the
+   * store as one that has it, and a store without it skips the case.
+   */
+  itWith<S extends IdempotencyStore>(has: (store: IdempotencyStore) => store is S, name: string, body: (store: S) => Promise<void>): void;
 }
 
 /**
@@ -109,6 +119,13 @@ export function contractSuite(test: ContractTestApi, current: () => ContractCont
       const claim = await current().store.claim(r, fp, o);
       if (claim.kind !== 'acquired') throw new Error(`expected acquired, got ${claim.kind}`);
       return claim;
+    },
+    itWith(has, name, body) {
+      test.it(name, async (...context: [ContractTestContext?]) => {
+        const store = current().store;
+        if (!has(store)) return context[0]?.skip?.();
+        return body(store);
+      });
     },
   };
 }

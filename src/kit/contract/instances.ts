@@ -8,19 +8,17 @@ import { InvalidOptionError, LeaseLostError } from '../../core/errors.js';
 import type { ClaimOptions } from '../../core/store.js';
 import { canEndLeasesOf } from '../../core/store.js';
 import { newIncarnation } from '../../core/token.js';
-import type { ContractSuite, ContractTestContext } from './context.js';
+import type { ContractSuite } from './context.js';
 import { LIVE, ref, response } from './context.js';
 
 /** Claim options that end nothing during a test, for an incarnation. */
 const liveFor = (incarnation: string): ClaimOptions => ({ leaseMs: LIVE.leaseMs, windowMs: LIVE.windowMs, incarnation });
 
 export function instancesSection(suite: ContractSuite): void {
-  const { it, expect } = suite.test;
-  const { acquire } = suite;
+  const { expect } = suite.test;
+  const { acquire, itWith } = suite;
 
-  // The context is read through rest parameters so the function's length stays 0 (see recovery.ts).
-  it('hands out owner tokens that start with the claiming incarnation, and 32 fresh hex characters without one', async (...context: [ContractTestContext?]) => {
-    if (!canEndLeasesOf(suite.store)) return context[0]?.skip?.();
+  itWith(canEndLeasesOf, 'hands out owner tokens that start with the claiming incarnation, and 32 fresh hex characters without one', async (store) => {
     const incarnation = newIncarnation();
     const tagged = await acquire(ref(), 'fp-1', liveFor(incarnation));
     expect(tagged.token).toHaveLength(32);
@@ -30,16 +28,14 @@ export function instancesSection(suite: ContractSuite): void {
     // A take-over by the same incarnation's retry carries it too.
     const r = ref();
     const first = await acquire(r, 'fp-1', liveFor(incarnation));
-    await suite.store.renew(r, first.token, 0);
+    await store.renew(r, first.token, 0);
     const again = await acquire(r, 'fp-1', liveFor(incarnation));
     expect(again).toMatchObject({ takeover: true });
     expect(again.token.slice(0, 16)).toBe(incarnation);
     expect(again.token).not.toBe(first.token);
   });
 
-  it('ends the live leases of that incarnation’s in-flight records, and no other record’s', async (...context: [ContractTestContext?]) => {
-    const store = suite.store;
-    if (!canEndLeasesOf(store)) return context[0]?.skip?.();
+  itWith(canEndLeasesOf, 'ends the live leases of that incarnation’s in-flight records, and no other record’s', async (store) => {
     const gone = newIncarnation();
     const other = newIncarnation();
     const [held, done, moved, theirs, plain] = [ref(), ref(), ref(), ref(), ref()];
@@ -65,9 +61,7 @@ export function instancesSection(suite: ContractSuite): void {
     expect(await store.endLeasesOf(gone)).toBe(0);
   });
 
-  it('refuses to end leases by anything but a whole incarnation: a shorter prefix would end other owners’ leases', async (...context: [ContractTestContext?]) => {
-    const store = suite.store;
-    if (!canEndLeasesOf(store)) return context[0]?.skip?.();
+  itWith(canEndLeasesOf, 'refuses to end leases by anything but a whole incarnation: a shorter prefix would end other owners’ leases', async (store) => {
     for (const bad of ['', 'a', newIncarnation().slice(0, 15), `${newIncarnation()}0`, 'ABCDEF0123456789', '%%%%%%%%%%%%%%%%']) {
       await expect(Promise.resolve().then(() => store.endLeasesOf(bad))).rejects.toBeInstanceOf(InvalidOptionError);
     }

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { LeaseLostError } from '../../core/errors.js';
 import type { Claim } from '../../core/store.js';
 import { canListAbandoned, hasAdmin } from '../../core/store.js';
-import type { ContractSuite, ContractTestContext } from './context.js';
+import type { ContractSuite } from './context.js';
 import { LEASE, LIVE, SHORT_LEASE, WINDOW, opts, ref, response } from './context.js';
 
 /** How far the age in an in-flight answer is moved in the case below. */
@@ -108,10 +108,7 @@ export function recoverySection(suite: ContractSuite): void {
   });
 
   // An optional capability (for a completer); stores without it (Redis) skip this case.
-  // The context is read through rest parameters so the function's length stays 0: Jest takes a
-  // declared parameter for a `done` callback. Without a context to skip with, the case passes.
-  it('lists abandoned records (in flight, lease over, window open) with their recovery points, and nothing else', async (...context: [ContractTestContext?]) => {
-    if (!canListAbandoned(suite.store)) return context[0]?.skip?.();
+  suite.itWith(canListAbandoned, 'lists abandoned records (in flight, lease over, window open) with their recovery points, and nothing else', async (store) => {
     const scope = `abandoned-${randomUUID()}`;
     const abandoned = ref(scope);
     const bare = ref(scope);
@@ -122,27 +119,27 @@ export function recoverySection(suite: ContractSuite): void {
     const windowOver = ref(`abandoned-${randomUUID()}`);
     await acquire(windowOver, 'fp-1', opts);
     const first = await acquire(abandoned, 'fp-1', SHORT_LEASE);
-    await suite.store.checkpoint(abandoned, first.token, 'started', { input: { amount: 5 } });
+    await store.checkpoint(abandoned, first.token, 'started', { input: { amount: 5 } });
     await acquire(bare, 'fp-bare', SHORT_LEASE);
     await acquire(live);
     const finished = await acquire(done, 'fp-1', SHORT_LEASE);
-    await suite.store.complete(done, finished.token, response('done'));
+    await store.complete(done, finished.token, response('done'));
     await suite.advance(LEASE + 50);
-    const mine = (await suite.store.listAbandoned(1000)).filter((r) => r.scope === scope);
+    const mine = (await store.listAbandoned(1000)).filter((r) => r.scope === scope);
     expect(mine.map((r) => r.key).sort()).toEqual([abandoned.key, bare.key].sort());
     const found = mine.find((r) => r.key === abandoned.key)!;
     expect(found).toMatchObject({ state: 'in_flight', fingerprint: 'fp-1', recoveryPoint: 'started', recoveryData: { input: { amount: 5 } } });
     // With the times `get` shows (how old the abandoned request is), where the store keeps them.
-    const read = await suite.store.get(abandoned);
+    const read = await store.get(abandoned);
     expect({ createdAt: found.createdAt, updatedAt: found.updatedAt }).toEqual({ createdAt: read!.createdAt, updatedAt: read!.updatedAt });
-    if (hasAdmin(suite.store)) expect(typeof found.createdAt).toBe('number');
+    if (hasAdmin(store)) expect(typeof found.createdAt).toBe('number');
     expect(mine.find((r) => r.key === bare.key)).toMatchObject({ fingerprint: 'fp-bare', recoveryPoint: undefined });
-    expect((await suite.store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
+    expect((await store.listAbandoned(1)).length).toBeLessThanOrEqual(1);
     // Taken over, it is owned again and no longer listed; past its window it is gone for every purpose.
     expect(await acquire(abandoned)).toMatchObject({ takeover: true, resumeFrom: 'started' });
-    expect((await suite.store.listAbandoned(1000)).some((r) => r.key === abandoned.key)).toBe(false);
+    expect((await store.listAbandoned(1000)).some((r) => r.key === abandoned.key)).toBe(false);
     await suite.advance(WINDOW + 50);
-    expect((await suite.store.listAbandoned(1000)).some((r) => r.key === windowOver.key)).toBe(false);
-    expect(await suite.store.get(windowOver)).toMatchObject({ state: 'in_flight' }); // still there: expired, not yet reaped
+    expect((await store.listAbandoned(1000)).some((r) => r.key === windowOver.key)).toBe(false);
+    expect(await store.get(windowOver)).toMatchObject({ state: 'in_flight' }); // still there: expired, not yet reaped
   });
 }
