@@ -11,12 +11,18 @@ export function fencingSection(suite: ContractSuite): void {
   const { it, expect } = suite.test;
   const { acquire } = suite;
 
-  it('refuses a stale token on complete, checkpoint and release after a take-over', async () => {
+  /** A record whose first owner's short lease ran out and a second claim took it over. */
+  const takenOver = async () => {
     const r = ref();
     const first = await acquire(r, 'fp-1', SHORT_LEASE);
     await suite.advance(LEASE + 50);
     const second = await acquire(r);
     expect(second.takeover).toBe(true);
+    return { r, first, second };
+  };
+
+  it('refuses a stale token on complete, checkpoint and release after a take-over', async () => {
+    const { r, first, second } = await takenOver();
     await expect(suite.store.complete(r, first.token, response('late'))).rejects.toBeInstanceOf(LeaseLostError);
     await expect(suite.store.checkpoint(r, first.token, 'x')).rejects.toBeInstanceOf(LeaseLostError);
     await expect(suite.store.release(r, first.token)).rejects.toBeInstanceOf(LeaseLostError);
@@ -52,11 +58,7 @@ export function fencingSection(suite: ContractSuite): void {
   });
 
   it('refuses renew(…, 0) with a stale token, changing nothing', async () => {
-    const r = ref();
-    const first = await acquire(r, 'fp-1', SHORT_LEASE);
-    await suite.advance(LEASE + 50);
-    const second = await acquire(r);
-    expect(second.takeover).toBe(true);
+    const { r, first, second } = await takenOver();
     const before = await suite.store.get(r);
     expect(await suite.store.renew(r, first.token, 0)).toBe(false);
     expect(await suite.store.get(r)).toEqual(before);
