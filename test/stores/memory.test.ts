@@ -77,6 +77,43 @@ describe('memoryStore', () => {
     expect((await store.get({ scope: 'b', key: 'k' }))?.state).toBe('in_flight');
   });
 
+  it('listAbandoned and endLeasesOf see exactly the records in flight, whichever way a record left that state (complete, release, purge, reap, a new window)', async () => {
+    const clock = manualClock();
+    const store = memoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    const incarnation = 'c0ffee00c0ffee00';
+    const o = { leaseMs: 1000, windowMs: 5000, incarnation };
+    const ref = (key: string) => ({ scope: 't', key });
+    const tokens = new Map<string, string>();
+    const claim = async (key: string, options = o) => {
+      const c = await store.claim(ref(key), 'fp', options);
+      if (c.kind !== 'acquired') throw new Error(`${key}: ${c.kind}`);
+      tokens.set(key, c.token);
+    };
+    for (const key of ['done', 'released', 'purged', 'reaped', 'renewed', 'taken']) await claim(key);
+    await claim('stays', { ...o, windowMs: 60_000 });
+    await claim('short', { ...o, windowMs: 1000 });
+    await store.complete(ref('done'), tokens.get('done')!, { status: 201, headers: [], body: null, bodyOmitted: false });
+    await store.release(ref('released'), tokens.get('released')!);
+    expect(await store.admin.purge(ref('purged'), { force: true })).toBe('purged');
+    // 'short' ends with its lease and window: a new claim of it replaces the old record.
+    await clock.advance(1000);
+    await claim('short', { ...o, windowMs: 60_000 });
+    await store.renew(ref('renewed'), tokens.get('renewed')!, 10_000);
+    await claim('taken');
+    // Only the leases that ran out, in flight, inside their windows.
+    const abandoned = async () => (await store.listAbandoned(100)).map((r) => r.key).sort();
+    expect(await abandoned()).toEqual(['reaped', 'stays']);
+    // At 5 s the 5 s windows end: reap removes 'reaped', 'done' and 'taken' (its lease ended at 2 s), not 'renewed' (leased to 11 s).
+    await clock.advance(4000);
+    expect(await store.reap()).toBe(3);
+    expect(await abandoned()).toEqual(['short', 'stays']);
+    // The incarnation's live leases: 'renewed' and a new 'fresh'. Ended, 'fresh' is listed; 'renewed', past its window, is not.
+    await claim('fresh');
+    expect(await store.endLeasesOf(incarnation)).toBe(2);
+    expect(await abandoned()).toEqual(['fresh', 'short', 'stays']);
+    expect(store.stats()).toMatchObject({ inFlight: 4, completed: 0 });
+  });
+
   it('validates its options eagerly, naming the option', () => {
     expect(() => memoryStore({ maxRecords: 0 })).toThrow(InvalidOptionError);
     expect(() => memoryStore({ maxRecords: 0 })).toThrow(/maxRecords/);

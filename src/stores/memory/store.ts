@@ -153,8 +153,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       r.updatedAt = now();
       table.bytes += more;
       r.bytes += more;
-      table.completed++;
-      table.mayExpireFrom(r); // completed, it ends with its window, which may be before its lease
+      table.completedRecord(r);
     },
     async release(ref, token) {
       checkRecordRef(ref);
@@ -165,18 +164,20 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const r = table.find(ref);
       return r && toRecord(r);
     },
+    // Both walk the records in flight only (a Set the table keeps), never the completed ones.
     async listAbandoned(limit = 100) {
       const max = checkInteger('limit', limit, { default: 100, min: 1 });
       const t = now();
-      const found = [...table.all()].filter((r) => r.state === 'in_flight' && r.leaseUntil <= t && r.expiresAt > t);
+      const found: MemoryRecord[] = [];
+      for (const r of table.inFlight()) if (r.leaseUntil <= t && r.expiresAt > t) found.push(r);
       return found.sort((a, b) => a.leaseUntil - b.leaseUntil).slice(0, max).map(toRecord);
     },
     async endLeasesOf(incarnation) {
       checkIncarnation(incarnation);
       const t = now();
       let ended = 0;
-      for (const r of table.all()) {
-        if (r.state !== 'in_flight' || r.leaseUntil <= t || !r.token.startsWith(incarnation)) continue;
+      for (const r of table.inFlight()) {
+        if (r.leaseUntil <= t || !r.token.startsWith(incarnation)) continue;
         r.leaseUntil = t;
         r.updatedAt = t;
         table.mayExpireFrom(r);

@@ -16,6 +16,12 @@ export interface MemoryBounds {
 export class MemoryTable {
   // Scope, then key: no joined string to build on each operation, nor to keep per record.
   private readonly scopes = new Map<string, Map<string, MemoryRecord>>();
+  /**
+   * The records in flight: what `listAbandoned` and `endLeasesOf` walk, so that their cost follows
+   * the requests running, not the answers kept. One Set add per new record and one delete when
+   * it completes or goes; a take-over or a renewal does not touch it.
+   */
+  private readonly running = new Set<MemoryRecord>();
   completed = 0;
   size = 0;
   bytes = 0;
@@ -47,6 +53,7 @@ export class MemoryTable {
     let keys = this.scopes.get(r.scope);
     if (keys === undefined) this.scopes.set(r.scope, (keys = new Map()));
     keys.set(r.key, r);
+    if (r.state === 'in_flight') this.running.add(r);
     this.size++;
     this.bytes += r.bytes;
     this.mayExpireFrom(r);
@@ -60,10 +67,23 @@ export class MemoryTable {
     this.size--;
     this.bytes -= r.bytes;
     if (r.state === 'completed') this.completed--;
+    else this.running.delete(r);
+  }
+
+  /** `r` (in flight, held here) was just completed: it leaves the records in flight. */
+  completedRecord(r: MemoryRecord): void {
+    this.completed++;
+    this.running.delete(r);
+    this.mayExpireFrom(r); // completed, it ends with its window, which may be before its lease
   }
 
   *all(): Generator<MemoryRecord> {
     for (const keys of this.scopes.values()) yield* keys.values();
+  }
+
+  /** The records in flight, whatever their lease. */
+  inFlight(): Iterable<MemoryRecord> {
+    return this.running;
   }
 
   /** Removes expired records, at most `limit`; never `keep` (a record an operation is writing). */
