@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InvalidOptionError, LeaseLostError, StoreSchemaMissingError } from '../../src/core/errors.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import { sqliteStatements } from '../../src/stores/sqlite/sql.js';
 import { describeStoreContract } from './contract.js';
 import { manualClock } from './manual-clock.js';
 
@@ -177,6 +178,88 @@ describe('sqliteStore', () => {
     expect(store.migrate()).toEqual(['column twice.updated_at']);
     expect(store.migrate()).toEqual([]);
     cleanup();
+  });
+
+  describe('the in-flight index (listAbandoned, endLeasesOf)', () => {
+    const indexes = (db: InstanceType<typeof Database>, table: string) =>
+      (db.prepare(`SELECT name FROM pragma_index_list('${table}') ORDER BY name`).all() as Array<{ name: string }>).map((r) => r.name);
+    const warnings = () => {
+      const lines: string[] = [];
+      return { lines, logger: { warn: (message: string) => lines.push(message), error: (message: string) => lines.push(`error: ${message}`) } };
+    };
+
+    it('is created with the table, added to a table of the previous schema (reported once), and its absence is a warning from verify(), not a refusal', async () => {
+      const { db, cleanup } = tempDb();
+      try {
+        const { lines, logger } = warnings();
+        sqliteStore({ database: db, table: 'fresh', logger });
+        expect(indexes(db, 'fresh')).toContain('fresh_in_flight');
+        // The previous release's table: its expiry index, no in-flight index.
+        db.exec(`CREATE TABLE older (
+          scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+          state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')), token TEXT NOT NULL, attempt INTEGER NOT NULL,
+          lease_until INTEGER NOT NULL, expires_at INTEGER NOT NULL, recovery_point TEXT, recovery_data TEXT,
+          status INTEGER, headers TEXT, body BLOB, body_omitted INTEGER NOT NULL DEFAULT 0, created_at INTEGER, updated_at INTEGER,
+          PRIMARY KEY (scope, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX older_expires_at ON older (expires_at);`);
+        const store = sqliteStore({ database: db, table: 'older', logger });
+        expect(indexes(db, 'older')).toContain('older_in_flight');
+        expect(store.migrate()).toEqual([]);
+        await expect(store.verify()).resolves.toBeUndefined();
+        expect(lines).toEqual([]);
+        // Dropped by hand: verify() resolves, and says so once per call; migrate() puts it back and reports it.
+        db.exec('DROP INDEX older_in_flight');
+        await expect(store.verify()).resolves.toBeUndefined();
+        expect(lines).toEqual([
+          'idemkit: sqlite store: index older_in_flight is missing: listAbandoned (the completer) and endLeasesOf (startInstance) read the whole table without it; `store.migrate()` creates it (docs/stores/sqlite.md)',
+        ]);
+        // Without it the statements still answer: a matter of speed, not of correctness.
+        expect(await store.listAbandoned()).toEqual([]);
+        expect(store.migrate()).toEqual(['index older_in_flight']);
+        expect(store.migrate()).toEqual([]);
+        await store.verify();
+        expect(lines).toHaveLength(1);
+        // The partial index it is: the in-flight records by lease end.
+        const sql = (db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'older_in_flight'`).get() as { sql: string }).sql;
+        expect(sql).toMatch(/ON older \(lease_until\) WHERE state = 'in_flight'$/);
+      } finally {
+        cleanup();
+      }
+    });
+
+    it("the store's listAbandoned and endLeasesOf statements read it, with and without ANALYZE statistics, on a table of completed records", () => {
+      const { db, cleanup } = tempDb();
+      try {
+        sqliteStore({ database: db, table: 'planned' });
+        const now = 1_700_000_000_000;
+        // Every record's window ends at one instant (imported at once, or a clock that stood
+        // still): with statistics, that made the planner take the expiry index for
+        // `expires_at > @now` and sort, had the statement not kept it off that index.
+        db.prepare(
+          `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+           INSERT INTO planned (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body, body_omitted)
+           SELECT 's', 'c' || i, 'fp', CASE WHEN i % 200 = 0 THEN 'in_flight' ELSE 'completed' END, '', 1,
+                  @now - 3600000 + i * 100, @now + 86400000, 201, '[]', NULL, 0 FROM n`,
+        ).run({ now });
+        const sql = sqliteStatements(db, 'planned');
+        const plan = (statement: object, params: object) =>
+          (db.prepare(`EXPLAIN QUERY PLAN ${(statement as { source: string }).source}`).all(params) as Array<{ detail: string }>).map((r) => r.detail);
+        const check = () => {
+          expect(plan(sql.abandoned, { now, limit: 100 })).toEqual(['SEARCH planned USING INDEX planned_in_flight (lease_until<?)']);
+          expect(plan(sql.endLeasesOf, { now, incarnation: 'a'.repeat(16) })).toEqual(['SEARCH planned USING INDEX planned_in_flight (lease_until>?)']);
+          // …and list what they should: the 100 in flight whose lease is over, oldest first.
+          const listed = sql.abandoned.all({ now, limit: 1000 }) as Array<{ key: string }>;
+          expect(listed).toHaveLength(100);
+          expect(listed[0]!.key).toBe('c200');
+        };
+        check();
+        db.exec('ANALYZE');
+        check();
+      } finally {
+        cleanup();
+      }
+    });
   });
 
   it('runs transactions on a connection of its own: a write through `database` cannot join one, and fails at once instead of waiting for the lock', async () => {

@@ -27,9 +27,24 @@ const ADDED_COLUMNS = [
   ['updated_at', 'INTEGER'],
 ] as const;
 
-/** Creates the table and its index if missing and adds the columns it lacks; returns what it added. */
+/**
+ * The index of in-flight records by lease end: what `listAbandoned` and `endLeasesOf` read instead
+ * of the whole table. Partial, so a completed record leaves it. Added after the first schema.
+ */
+export const inFlightIndex = (table: string) => `${table}_in_flight`;
+
+/** Whether `table` has the index `name` (what `pragma_index_list` lists). */
+export const INDEX_PRESENT = (table: string) => `SELECT 1 FROM pragma_index_list('${table}') WHERE name = ?`;
+
+/**
+ * Creates the table and its indexes if missing and adds the columns it lacks; returns what it
+ * added to an existing table (`column <table>.<name>`, `index <table>_in_flight`).
+ */
 export function migrateTable(db: SqliteDatabase, table: string): string[] {
   const columnNames = () => new Set((db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as Array<{ name: string }>).map((c) => c.name));
+  const index = inFlightIndex(table);
+  const existed = columnNames().size > 0;
+  const hadIndex = existed && db.prepare(INDEX_PRESENT(table)).get(index) !== undefined;
   db.exec(`CREATE TABLE IF NOT EXISTS ${table} (
       scope TEXT NOT NULL,
       key TEXT NOT NULL,
@@ -49,8 +64,9 @@ export function migrateTable(db: SqliteDatabase, table: string): string[] {
       updated_at INTEGER,
       PRIMARY KEY (scope, key)
     ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS ${table}_expires_at ON ${table} (expires_at);`);
-  const added: string[] = [];
+    CREATE INDEX IF NOT EXISTS ${table}_expires_at ON ${table} (expires_at);
+    CREATE INDEX IF NOT EXISTS ${index} ON ${table} (lease_until) WHERE state = 'in_flight';`);
+  const added: string[] = existed && !hadIndex ? [`index ${index}`] : [];
   for (const [column, type] of ADDED_COLUMNS) {
     if (columnNames().has(column)) continue;
     try {
@@ -120,18 +136,23 @@ export function sqliteStatements(db: SqliteDatabase, t: string) {
     complete: db.prepare(completeSql),
     release: db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`),
     reap: db.prepare(`DELETE FROM ${t} WHERE (scope, key) IN (SELECT scope, key FROM ${t} WHERE ${EXPIRED(t)} LIMIT @limit)`),
-    // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
+    // For a completer: owners gone, windows still open, oldest lease first: a range of the
+    // in-flight index, in its order, so the LIMIT stops the walk. The unary + keeps the planner
+    // off the expiry index: with ANALYZE statistics (PRAGMA optimize runs ANALYZE) on a table whose
+    // records share few expiry times, it chose that one for `expires_at > @now`, which spans every
+    // record, and sorted (test/stores/sqlite.test.ts).
     abandoned: db.prepare(
       `SELECT scope, key, state, fingerprint, lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted,
             created_at, updated_at
-       FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND expires_at > @now ORDER BY lease_until LIMIT @limit`,
+       FROM ${t} WHERE state = 'in_flight' AND lease_until <= @now AND +expires_at > @now ORDER BY lease_until LIMIT @limit`,
     ),
-    // A dead incarnation's live leases end now, as renew(…, 0) would.
+    // A dead incarnation's live leases end now, as renew(…, 0) would; through the in-flight index.
     endLeasesOf: db.prepare(
       `UPDATE ${t} SET lease_until = @now, updated_at = @now
        WHERE state = 'in_flight' AND lease_until > @now AND substr(token, 1, 16) = @incarnation`,
     ),
     columns: db.prepare(`SELECT name FROM pragma_table_info('${t}')`),
+    inFlightIndex: db.prepare(INDEX_PRESENT(t)),
   };
 }
 

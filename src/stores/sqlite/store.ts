@@ -1,5 +1,7 @@
 import { EXPLAIN_LATE } from '../../core/deadlines.js';
 import { CorruptRecordError, StoreUnavailableError } from '../../core/errors.js';
+import type { IdempotencyLogger } from '../../core/logger.js';
+import { consoleLogger } from '../../core/logger.js';
 import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IncarnationLeases, RecordRef, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, systemClock } from '../../core/store.js';
 import { checkIncarnation, newOwnerToken } from '../../core/token.js';
@@ -20,7 +22,8 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
   /** A better-sqlite3 Database, opened by the caller. Required. */
   readonly database: DB;
   /**
-   * Table for the records; created if missing.
+   * Table for the records; created if missing, with its indexes `<table>_expires_at` and
+   * `<table>_in_flight`.
    * @default 'idempotency_records'
    */
   readonly table?: string;
@@ -48,19 +51,26 @@ export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> 
    * @default the file of `database`, opened again with the same constructor and `busyTimeoutMs`
    */
   readonly open?: () => DB;
+  /**
+   * Where `verify()` warns that the in-flight index is missing (`{ warn, error }`: console, pino, …).
+   * @default console
+   */
+  readonly logger?: IdempotencyLogger;
 }
 
 /** `DB` is the caller's database type, so the handler's `ctx.tx` keeps the driver's full API. */
 export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends TransactionalStore<DB>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
-   * Creates the table and its expiry index if missing, and adds the columns a table made by an
-   * earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them empty: unknown). Run by
-   * the factory too. Returns what it added to an existing table, as `column <table>.<name>`.
+   * Creates the table and its indexes if missing, and adds what a table made by an earlier
+   * idemkit lacks: the columns `created_at`, `updated_at` (its rows keep them empty: unknown) and
+   * the in-flight index. Run by the factory too. Returns what it added to an existing table, as
+   * `column <table>.<name>` and `index <table>_in_flight`.
    */
   migrate(): string[];
   /**
    * Checks that the table is there with every column the store uses; throws
-   * `StoreSchemaMissingError` naming what is missing and `store.migrate()` as the fix.
+   * `StoreSchemaMissingError` naming what is missing and `store.migrate()` as the fix. A missing
+   * in-flight index is one warning to `logger`, not a refusal (only the completer's listing slows).
    */
   verify(): Promise<void>;
   /**
@@ -96,6 +106,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
   const now = read.function('clock', { default: systemClock, expected: 'a function returning epoch ms' });
   const configure = read.boolean('configure', { default: true });
   const open = read.function('open', { expected: 'a function returning a new better-sqlite3 Database on the same file' });
+  const logger = read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   read.done();
   if (configure) {
     db.pragma('journal_mode = WAL');
@@ -138,7 +149,7 @@ export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptio
       enter: () => transactions.enterJoined(),
     },
     migrate,
-    verify: () => verifySqlite(writer, sql.columns, table),
+    verify: () => verifySqlite(writer, sql, table, logger),
     exclusive: (fn) => writer.run(() => fn(db)),
     checkTransactions: () => transactions.check(),
     close: () => transactions.close(),
