@@ -39,6 +39,19 @@ BEGIN
 END
 $$;
 
+-- The completer's listing (listAbandoned) and an instance restart (endLeasesOf) walk this one: the
+-- in-flight records by lease end, so their cost follows the records in flight, not the completed
+-- ones. Partial, so a completed record leaves it. Created with the same lookup; on a large table
+-- of an earlier idemkit, create it beforehand with CREATE INDEX CONCURRENTLY under this name
+-- (docs/stores/postgres.md), and this finds it.
+DO $$
+BEGIN
+  IF to_regclass('"public"."idempotency_records_in_flight"') IS NULL THEN
+    CREATE INDEX "idempotency_records_in_flight" ON "public"."idempotency_records" (lease_until) WHERE state = 'in_flight';
+  END IF;
+END
+$$;
+
 -- A table of an earlier idemkit lacks the columns added since: add them, nullable, so the rows
 -- there stay valid. ADD COLUMN IF NOT EXISTS would take an ACCESS EXCLUSIVE lock even when they
 -- exist; a nullable column without a default is added without rewriting the table.

@@ -8,6 +8,7 @@ import { withIdempotency } from '../../src/http/web.js';
 import type { PostgresPool } from '../../src/drivers/postgres.js';
 import type { PostgresStore } from '../../src/stores/postgres/index.js';
 import { postgresSchemaSql, postgresStore } from '../../src/stores/postgres/index.js';
+import { postgresStatements, resolveNames } from '../../src/stores/postgres/sql.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { describeStoreContract } from './contract.js';
 import { countingPool, dropTable, newPool, sleep, uniqueTable, until } from './postgres-support.js';
@@ -98,11 +99,11 @@ describe.skipIf(!up)('postgres store', () => {
           await Promise.all(stores.map((s) => s.migrate()));
           await stores[0]!.migrate();
           const objects = await pool.query(
-            `SELECT (SELECT count(*) FROM pg_class WHERE relname IN ($1, $2)) AS relations,
+            `SELECT (SELECT count(*) FROM pg_class WHERE relname IN ($1, $2, $4)) AS relations,
                     (SELECT count(*) FROM pg_proc WHERE proname = $3) AS functions`,
-            [fresh, `${fresh}_expires_at`, `${fresh}_claim`],
+            [fresh, `${fresh}_expires_at`, `${fresh}_claim`, `${fresh}_in_flight`],
           );
-          expect(objects.rows[0]).toEqual({ relations: '2', functions: '1' });
+          expect(objects.rows[0]).toEqual({ relations: '3', functions: '1' });
           const r = ref();
           expect((await stores[1]!.claim(r, 'fp', opts)).kind).toBe('acquired');
           expect((await stores[2]!.claim(r, 'fp', opts)).kind).toBe('in_flight');
@@ -164,7 +165,7 @@ describe.skipIf(!up)('postgres store', () => {
           await expect(upgraded.verify()).rejects.toMatchObject({
             missing: [`column public.${old}.created_at`, `column public.${old}.updated_at`, `column renewed_ms_ago of function public.${old}_claim`],
           });
-          expect(await upgraded.migrate()).toEqual([`column public.${old}.created_at`, `column public.${old}.updated_at`]);
+          expect(await upgraded.migrate()).toEqual([`column public.${old}.created_at`, `column public.${old}.updated_at`, `index public.${old}_in_flight`]);
           expect(await upgraded.migrate()).toEqual([]);
           await expect(upgraded.verify()).resolves.toBeUndefined();
           // The old rows replay and show unknown times, not 1970; --older-than judges them by their lease.
@@ -224,8 +225,8 @@ describe.skipIf(!up)('postgres store', () => {
           const refused = await upgraded.claim({ scope: 't', key: 'held' }, 'fp', opts).then(() => undefined, (e: unknown) => e);
           expect(refused).toBeInstanceOf(StoreSchemaMissingError);
           expect((refused as StoreSchemaMissingError).missing).toEqual(missing);
-          // No column to add: the function is replaced, once.
-          expect(await upgraded.migrate()).toEqual([]);
+          // No column to add (the in-flight index, which that release lacked, is): the function is replaced, once.
+          expect(await upgraded.migrate()).toEqual([`index public.${old}_in_flight`]);
           expect(await upgraded.migrate()).toEqual([]);
           await expect(upgraded.verify()).resolves.toBeUndefined();
           const functions = await pool.query(`SELECT count(*) AS n FROM pg_proc WHERE proname = $1`, [`${old}_claim`]);
@@ -239,6 +240,102 @@ describe.skipIf(!up)('postgres store', () => {
         } finally {
           await dropTable(pool, old);
         }
+      });
+
+      describe('the in-flight index (listAbandoned, endLeasesOf)', () => {
+        const warnings = () => {
+          const lines: string[] = [];
+          return { lines, logger: { warn: (message: string) => lines.push(message), error: (message: string) => lines.push(`error: ${message}`) } };
+        };
+        const definition = async (name: string) =>
+          (await pool.query(`SELECT pg_get_indexdef(to_regclass($1)) AS d, (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)) AS valid`, [`"public"."${name}"`])).rows[0] as { d: string | null; valid: boolean | null };
+
+        it('is added to a table of the previous release once, by several pools migrating at once; a missing or invalid one is a warning from verify(), not a refusal', async () => {
+          const old = uniqueTable();
+          const previous = readFileSync(new URL('./fixtures/postgres-before-liveness.sql', import.meta.url), 'utf8').replaceAll('idempotency_records', old);
+          const client = await pool.connect();
+          try {
+            await client.query(`BEGIN; ${previous}; COMMIT`);
+          } finally {
+            client.release();
+          }
+          try {
+            expect((await definition(`${old}_in_flight`)).d).toBeNull();
+            const added = await Promise.all(morePools(3).flatMap((p) => [1, 2].map(() => postgresStore({ pool: p, table: old }).migrate())));
+            // The look before each migration may see it missing in several; the index is made once.
+            expect(added.flat().every((what) => what === `index public.${old}_in_flight`)).toBe(true);
+            expect(await definition(`${old}_in_flight`)).toEqual({
+              d: `CREATE INDEX ${old}_in_flight ON public.${old} USING btree (lease_until) WHERE (state = 'in_flight'::text)`,
+              valid: true,
+            });
+            const { lines, logger } = warnings();
+            const upgraded = postgresStore({ pool, table: old, logger });
+            await expect(upgraded.verify()).resolves.toBeUndefined();
+            expect(lines).toEqual([]);
+            // Dropped: verify() resolves and warns, once per call; the statements still answer.
+            await pool.query(`DROP INDEX "public"."${old}_in_flight"`);
+            await expect(upgraded.verify()).resolves.toBeUndefined();
+            expect(lines).toEqual([
+              `idemkit: postgres store: index public.${old}_in_flight is missing: listAbandoned (the completer) and endLeasesOf (startInstance) read the whole table without it; run \`await store.migrate()\` or \`idemkit migrate\`, or on a large table create it without blocking writes (docs/stores/postgres.md, "Setup")`,
+            ]);
+            expect(await upgraded.listAbandoned()).toEqual([]);
+            expect(await upgraded.endLeasesOf('a'.repeat(16))).toBe(0);
+            // A CREATE INDEX CONCURRENTLY that failed leaves an invalid index of that name: named as
+            // such, and left to the operator (it may be a build still running).
+            await pool.query(
+              `INSERT INTO "${old}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at)
+               VALUES ('t', 'a', 'fp', 'in_flight', $1, 1, now(), now() + interval '1 hour'), ('t', 'b', 'fp', 'in_flight', $1, 1, now(), now() + interval '1 hour')`,
+              ['b'.repeat(32)],
+            );
+            await expect(pool.query(`CREATE UNIQUE INDEX CONCURRENTLY "${old}_in_flight" ON "public"."${old}" (token) WHERE state = 'in_flight'`)).rejects.toThrow(/could not create unique index/);
+            expect((await definition(`${old}_in_flight`)).valid).toBe(false);
+            await expect(upgraded.verify()).resolves.toBeUndefined();
+            expect(lines[1]).toMatch(new RegExp(`^idemkit: postgres store: index public\\.${old}_in_flight is not valid \\(a CREATE INDEX CONCURRENTLY that failed, or is still running; once none runs, drop it and migrate again\\): `));
+            expect(await upgraded.migrate()).toEqual([]);
+            await pool.query(`DROP INDEX "public"."${old}_in_flight"`);
+            expect(await upgraded.migrate()).toEqual([`index public.${old}_in_flight`]);
+            await upgraded.verify();
+            expect(lines).toHaveLength(2);
+          } finally {
+            await dropTable(pool, old);
+          }
+        });
+
+        it("the store's listAbandoned and endLeasesOf statements read it, on an analyzed table of completed records", async () => {
+          const planned = uniqueTable();
+          const plannedStore = postgresStore({ pool, table: planned });
+          await plannedStore.migrate();
+          try {
+            // 20,000 records, one in 200 in flight with its lease over: the completed ones are what the index leaves out.
+            await pool.query(
+              `INSERT INTO "${planned}" (scope, key, fingerprint, state, token, attempt, lease_until, expires_at, status, headers, body)
+               SELECT 's', 'c' || i, 'fp', CASE WHEN i % 200 = 0 THEN 'in_flight' ELSE 'completed' END, md5(i::text), 1,
+                      now() - interval '1 hour' + i * interval '100 ms', now() + interval '1 day' + i * interval '100 ms',
+                      CASE WHEN i % 200 = 0 THEN NULL ELSE 201 END, CASE WHEN i % 200 = 0 THEN NULL ELSE '[]'::jsonb END, NULL
+                 FROM generate_series(1, 20000) AS i`,
+            );
+            await pool.query(`ANALYZE "${planned}"`);
+            const sql = postgresStatements(resolveNames({ table: planned }));
+            const indexesOf = async (text: string, values: unknown[]) => {
+              const { rows } = await pool.query(`EXPLAIN (FORMAT JSON) ${text}`, values);
+              const names: string[] = [];
+              const walk = (node: { 'Index Name'?: string; Plans?: unknown[] }) => {
+                if (node['Index Name'] !== undefined) names.push(node['Index Name']);
+                for (const child of node.Plans ?? []) walk(child as typeof node);
+              };
+              walk((rows[0]['QUERY PLAN'] as Array<{ Plan: Parameters<typeof walk>[0] }>)[0]!.Plan);
+              return names;
+            };
+            expect(await indexesOf(sql.listAbandoned, [100])).toEqual([`${planned}_in_flight`]);
+            expect(await indexesOf(sql.endLeasesOf, ['a'.repeat(16)])).toEqual([`${planned}_in_flight`]);
+            // …and they find what they should: the 100 in flight, oldest lease first.
+            const listed = await plannedStore.listAbandoned(1000);
+            expect(listed).toHaveLength(100);
+            expect(listed[0]!.key).toBe('c200');
+          } finally {
+            await dropTable(pool, planned);
+          }
+        });
       });
 
       it('answers an unknown age for an in-flight row an earlier idemkit wrote (no updated_at)', async () => {

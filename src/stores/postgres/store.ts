@@ -1,4 +1,6 @@
 import { CorruptRecordError, LeaseLostError } from '../../core/errors.js';
+import type { IdempotencyLogger } from '../../core/logger.js';
+import { consoleLogger } from '../../core/logger.js';
 import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, IncarnationLeases, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
 import { checkIncarnation, newOwnerToken } from '../../core/token.js';
@@ -29,7 +31,7 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
   readonly pool: Pool;
   /**
    * Table of the records: a plain lower-case identifier of at most 52 characters. The claim
-   * function is `<table>_claim`, the expiry index `<table>_expires_at`.
+   * function is `<table>_claim`, the indexes `<table>_expires_at` and `<table>_in_flight`.
    * @default 'idempotency_records'
    */
   readonly table?: string;
@@ -47,16 +49,22 @@ export interface PostgresStoreOptions<Pool extends PostgresPool = PostgresPool> 
    * @default `pool`
    */
   readonly leasePool?: PostgresPool;
+  /**
+   * Where `verify()` warns that the in-flight index is missing (`{ warn, error }`: console, pino, …).
+   * @default console
+   */
+  readonly logger?: IdempotencyLogger;
 }
 
 /** `Client` is the pool's client type, so the handler's `ctx.tx` keeps the driver's full API. */
 export interface PostgresStore<Client extends PostgresClient = PostgresClient> extends TransactionalStore<Client>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
-   * Creates the table, its expiry index and the claim function if missing, adds the columns a
+   * Creates the table, its indexes and the claim function if missing, adds the columns a
    * table of an earlier idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL:
-   * unknown), and replaces the claim function with this version's (the text of `sql/postgres.sql`
-   * for the default names). Idempotent; safe from several processes at once. Resolves to the
-   * columns it found missing from an existing table, as `column <schema>.<table>.<name>`.
+   * unknown) and the in-flight index, and replaces the claim function with this version's (the
+   * text of `sql/postgres.sql` for the default names). Idempotent; safe from several processes at
+   * once. Resolves to what it found missing from an existing table, as
+   * `column <schema>.<table>.<name>` and `index <schema>.<table>_in_flight`.
    */
   migrate(): Promise<string[]>;
   /**
@@ -64,7 +72,9 @@ export interface PostgresStore<Client extends PostgresClient = PostgresClient> e
    * exist; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
    * `await store.migrate()` (or `idemkit migrate`) as the fix. One round trip: call it at start-up
    * so a missing migration fails the deploy, not every request. (Without it, each request answers
-   * 500 `store-schema-missing`, and the logger prints the same line once a minute.)
+   * 500 `store-schema-missing`, and the logger prints the same line once a minute.) A missing or
+   * invalid in-flight index is one warning to `logger`, not a refusal: no statement fails without
+   * it, only the completer's listing reads the whole table.
    */
   verify(): Promise<void>;
 }
@@ -88,10 +98,11 @@ export function postgresStore<Pool extends PostgresPool>(options: PostgresStoreO
   const ownLeasePool = read.driver('leasePool', ['query', 'connect'], 'a second node-postgres Pool (with query and connect)', { optional: true, refuse: notAPgPool });
   if (ownLeasePool === pool) read.fail('leasePool', 'expected a pool of its own: the same pool as `pool` would queue renewals behind the handlers\' transactions again');
   const leasePool = ownLeasePool ?? pool;
+  const logger = read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   read.done();
   const sql = postgresStatements(names);
   const where = `"${names.schema}"."${names.table}"`;
-  const schema = new PostgresSchema(pool, names, where);
+  const schema = new PostgresSchema(pool, names, where, logger);
 
   /**
    * Runs one statement; a driver error becomes StoreUnavailableError naming the operation, or
