@@ -9,6 +9,10 @@
 --   UPDATE always change the row, whatever the connection's CLIENT_FOUND_ROWS flag.
 -- lease_until, expires_at: epoch ms on the SERVER's clock (UTC_TIMESTAMP), never an app's.
 -- expires_at index: the reaper walks it in bounded batches (DELETE ... ORDER BY expires_at LIMIT n).
+-- in_flight index (state, lease_until): the completer's listing (listAbandoned) and an instance
+--   restart (endLeasesOf) read a range of it, the records in flight, instead of the whole table.
+--   A table created by an earlier idemkit lacks it: `store.migrate()` / `idemkit migrate` adds it
+--   online, or run: ALTER TABLE idempotency_records ADD INDEX in_flight (state, lease_until), ALGORITHM = INPLACE, LOCK = NONE;
 -- created_at, updated_at: epoch ms on the server's clock when the record was claimed (a take-over
 --   keeps it) and last changed; NULL (unknown) in rows written before idemkit kept them.
 --   A table created by an earlier idemkit lacks them: `store.migrate()` / `idemkit migrate` adds
@@ -32,5 +36,6 @@ CREATE TABLE IF NOT EXISTS `idempotency_records` (
   created_at BIGINT NULL,
   updated_at BIGINT NULL,
   PRIMARY KEY (scope, idem_key),
-  KEY expires_at (expires_at)
+  KEY expires_at (expires_at),
+  KEY in_flight (state, lease_until)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

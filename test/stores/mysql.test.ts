@@ -9,6 +9,7 @@ import type { Claim, IdempotencyStore, RecordRef, StoredResponse } from '../../s
 import { withIdempotency } from '../../src/http/web.js';
 import type { IdempotencyOptions } from '../../src/core/options.js';
 import { mysqlSchema, mysqlStore } from '../../src/stores/mysql/index.js';
+import { statements } from '../../src/stores/mysql/sql.js';
 import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { sleep, until } from '../support/until.js';
@@ -75,7 +76,13 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
         await Promise.all(pools.flatMap((pool) => [1, 2].map(() => mysqlStore({ pool, table }).migrate())));
         await mysqlStore({ pool: main, table }).migrate();
         const [indexes] = await main.query<RowDataPacket[]>(`SHOW INDEX FROM \`${table}\``);
-        expect(indexes.map((i) => `${i.Key_name}.${i.Column_name}`)).toEqual(['PRIMARY.scope', 'PRIMARY.idem_key', 'expires_at.expires_at']);
+        expect(indexes.map((i) => `${i.Key_name}.${i.Column_name}`)).toEqual([
+          'PRIMARY.scope',
+          'PRIMARY.idem_key',
+          'expires_at.expires_at',
+          'in_flight.state',
+          'in_flight.lease_until',
+        ]);
         const store = mysqlStore({ pool: main, table });
         expect((await store.claim(ref(), 'fp', { leaseMs: 1000, windowMs: 5000 })).kind).toBe('acquired');
       } finally {
@@ -170,7 +177,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       );
       const store = mysqlStore({ pool: main, table });
       await expect(store.verify()).rejects.toMatchObject({ missing: [`column ${table}.created_at`, `column ${table}.updated_at`] });
-      expect(await store.migrate()).toEqual([`column ${table}.created_at`, `column ${table}.updated_at`]);
+      expect(await store.migrate()).toEqual([`column ${table}.created_at`, `column ${table}.updated_at`, `index ${table}.in_flight`]);
       expect(await store.migrate()).toEqual([]);
       await expect(store.verify()).resolves.toBeUndefined();
       const o = { leaseMs: 10_000, windowMs: 60_000 };
@@ -200,6 +207,77 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
       expect(fresh!.createdAt!).toBeLessThanOrEqual(fresh!.now);
       expect(fresh!.createdAt!).toBeGreaterThan(fresh!.now - 60_000);
       expect(await store.get({ scope: 't', key: 'new' })).toMatchObject({ createdAt: fresh!.createdAt, updatedAt: fresh!.updatedAt });
+    });
+
+    describe('the in-flight index (listAbandoned, endLeasesOf)', () => {
+      const indexColumns = async (table: string) =>
+        ((await main.query<RowDataPacket[]>(`SHOW INDEX FROM \`${table}\` WHERE Key_name = 'in_flight'`))[0]).map((i) => `${i.Column_name}`);
+      const warnings = () => {
+        const lines: string[] = [];
+        return { lines, logger: { warn: (message: string) => lines.push(message), error: (message: string) => lines.push(`error: ${message}`) } };
+      };
+
+      it('is added to a table of the previous schema once, by several instances migrating at once; its absence is a warning from verify(), not a refusal', async () => {
+        const table = newTable('indexed');
+        const previous = readFileSync(join(import.meta.dirname, 'fixtures/mysql-before-timestamps.sql'), 'utf8');
+        await main.query(previous.replace('`idempotency_records`', `\`${table}\``));
+        expect(await indexColumns(table)).toEqual([]);
+        const pools = Array.from({ length: 3 }, () => createPool({ ...BASE, connectionLimit: 2 }));
+        try {
+          const added = await Promise.all(pools.flatMap((pool) => [1, 2].map(() => mysqlStore({ pool, table }).migrate())));
+          // Each part was added by one of them (the others found it there, or lost the race to it).
+          expect(added.flat().filter((what) => what === `index ${table}.in_flight`)).toHaveLength(1);
+        } finally {
+          await Promise.all(pools.map((pool) => pool.end()));
+        }
+        expect(await indexColumns(table)).toEqual(['state', 'lease_until']);
+        const { lines, logger } = warnings();
+        const store = mysqlStore({ pool: main, table, logger });
+        await expect(store.verify()).resolves.toBeUndefined();
+        expect(lines).toEqual([]);
+        // Dropped: verify() resolves and warns, once per call; the statements still answer; migrate() adds it back.
+        await main.query(`ALTER TABLE \`${table}\` DROP INDEX in_flight`);
+        await expect(store.verify()).resolves.toBeUndefined();
+        expect(lines).toEqual([
+          `idemkit: mysql store: index in_flight of table ${table} is missing: listAbandoned (the completer) and endLeasesOf (startInstance) read the whole table without it; run \`await store.migrate()\` or \`idemkit migrate\` (it adds the index online)`,
+        ]);
+        expect(await store.listAbandoned()).toEqual([]);
+        expect(await store.endLeasesOf('a'.repeat(16))).toBe(0);
+        expect(await store.migrate()).toEqual([`index ${table}.in_flight`]);
+        expect(await store.migrate()).toEqual([]);
+        await store.verify();
+        expect(lines).toHaveLength(1);
+      });
+
+      it("the store's listAbandoned and endLeasesOf statements read it, on an analyzed table of completed records", async () => {
+        const table = newTable('planned');
+        const store = mysqlStore({ pool: main, table });
+        await store.migrate();
+        const now = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)`;
+        const connection = await main.getConnection();
+        try {
+          // 20,000 records, one in 200 in flight with its lease over: the completed ones are what the index leaves out.
+          await connection.query('SET SESSION max_recursive_iterations = 100000').catch(() => {});
+          await connection.query('SET SESSION cte_max_recursion_depth = 100000').catch(() => {});
+          await connection.query(
+            `INSERT INTO \`${table}\` (scope, idem_key, fingerprint, state, token, revision, attempt, lease_until, expires_at, status, headers, body)
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+             SELECT 's', CONCAT('c', i), 'fp', IF(i % 200 = 0, 'in_flight', 'completed'), MD5(i), 1, 1,
+                    ${now} - 3600000 + i * 100, ${now} + 86400000 + i * 100, IF(i % 200 = 0, NULL, 201), IF(i % 200 = 0, NULL, '[]'), NULL FROM n`,
+          );
+        } finally {
+          connection.release();
+        }
+        await main.query(`ANALYZE TABLE \`${table}\``);
+        const sql = statements(table);
+        const keyOf = async (text: string, values: unknown[]) => ((await main.query<RowDataPacket[]>(`EXPLAIN ${text}`, values))[0]).map((row) => row.key);
+        expect(await keyOf(sql.listAbandoned(100), [])).toEqual(['in_flight']);
+        expect(await keyOf(sql.endLeasesOf, ['a'.repeat(16)])).toEqual(['in_flight']);
+        // …and they find what they should: the 100 in flight, oldest lease first.
+        const listed = await store.listAbandoned(1000);
+        expect(listed).toHaveLength(100);
+        expect(listed[0]!.key).toBe('c200');
+      });
     });
 
     it('refuses table names that are not plain identifiers, naming `table`', () => {

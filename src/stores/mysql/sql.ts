@@ -47,7 +47,8 @@ export function mysqlSchema(table = 'idempotency_records'): string {
   created_at BIGINT NULL,
   updated_at BIGINT NULL,
   PRIMARY KEY (scope, idem_key),
-  KEY expires_at (expires_at)
+  KEY expires_at (expires_at),
+  KEY ${IN_FLIGHT_INDEX} (state, lease_until)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`;
 }
 
@@ -60,9 +61,28 @@ export const ADDED_COLUMNS = [
   ['updated_at', 'BIGINT NULL'],
 ] as const;
 
-/** The columns of ADDED_COLUMNS the table has in the connection's database (none when there is no table). */
-export const COLUMNS_PRESENT = `SELECT column_name AS name FROM information_schema.columns
-  WHERE table_schema = DATABASE() AND table_name = ?`;
+/**
+ * The index of the records by state and lease end, added after the first schema: what
+ * `listAbandoned` (`state = 'in_flight' AND lease_until <= now ORDER BY lease_until`) and
+ * `endLeasesOf` read instead of the whole table. MySQL has no partial index; with `state` first,
+ * the in-flight records are one range of it. `migrate()` adds it to a table that lacks it;
+ * `verify()` warns when it is missing (a slow listing, not a failing statement).
+ */
+export const IN_FLIGHT_INDEX = 'in_flight';
+
+/** Adds the index to an existing table without blocking its writes (or fails saying why it cannot). */
+export const addInFlightIndex = (table: string) =>
+  `ALTER TABLE \`${table}\` ADD INDEX ${IN_FLIGHT_INDEX} (state, lease_until), ALGORITHM = INPLACE, LOCK = NONE`;
+
+/**
+ * What the table has in the connection's database, in one round trip: its columns (none when
+ * there is no table), and the in-flight index (a row per column of it).
+ */
+export const SCHEMA_PRESENT = `SELECT 'column' AS kind, column_name AS name FROM information_schema.columns
+  WHERE table_schema = DATABASE() AND table_name = ?
+  UNION ALL
+  SELECT 'index', index_name FROM information_schema.statistics
+  WHERE table_schema = DATABASE() AND table_name = ? AND index_name = '${IN_FLIGHT_INDEX}'`;
 
 /**
  * The statements. Every write bumps `revision`, which gives two guarantees that do not depend on
@@ -110,16 +130,19 @@ export function statements(table: string) {
     complete: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?, body = ?, body_omitted = ?,
         revision = revision + 1, updated_at = ${NOW_MS} WHERE ${owned}`,
     release: `DELETE FROM ${t} WHERE ${owned}`,
-    // Walks the expiry index in order; the lease condition keeps a live claim out even when its
-    // window has passed. `limit` is a validated integer (a LIMIT placeholder is refused by some
-    // MySQL versions when mysql2 binds numbers as DOUBLE).
-    // For a completer: owners gone, windows still open, oldest lease first (a scan of in-flight rows).
+    // For a completer: owners gone, windows still open, oldest lease first: a range of the
+    // in-flight index (state, lease_until), in its order, so the LIMIT stops the walk. `limit` is
+    // a validated integer (a LIMIT placeholder is refused by some MySQL versions when mysql2
+    // binds numbers as DOUBLE).
     listAbandoned: (limit: number) => `SELECT ${NOW_MS} AS now_ms, scope, idem_key, state, fingerprint, token, revision, attempt,
         lease_until, expires_at, recovery_point, recovery_data, status, headers, body, body_omitted, created_at, updated_at
       FROM ${t} WHERE state = 'in_flight' AND lease_until <= ${NOW_MS} AND expires_at > ${NOW_MS}
       ORDER BY lease_until LIMIT ${limit}`,
+    // Walks the expiry index in order; the lease condition keeps a live claim out even when its
+    // window has passed. `limit` as above.
     reap: (limit: number) => `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ${limit}`,
-    // A dead incarnation's live leases end now, as renew(…, 0) would.
+    // A dead incarnation's live leases end now, as renew(…, 0) would; a range of the in-flight
+    // index, so it reads (and locks) only the live leases, not every record.
     endLeasesOf: `UPDATE ${t} SET lease_until = ${NOW_MS}, revision = revision + 1, updated_at = ${NOW_MS}
       WHERE state = 'in_flight' AND lease_until > ${NOW_MS} AND LEFT(token, 16) = ?`,
   };

@@ -1,4 +1,6 @@
 import { CorruptRecordError, LeaseLostError, StoreUnavailableError } from '../../core/errors.js';
+import type { IdempotencyLogger } from '../../core/logger.js';
+import { consoleLogger } from '../../core/logger.js';
 import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, IncarnationLeases, RecordRef, StoreTransaction, StoredResponse, TransactionalStore } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse } from '../../core/store.js';
 import { checkIncarnation, newOwnerToken } from '../../core/token.js';
@@ -45,6 +47,11 @@ export interface MysqlStoreOptions<P extends MysqlPool = MysqlPool> {
    * @default `pool`
    */
   readonly leasePool?: MysqlPool;
+  /**
+   * Where `verify()` warns that the in-flight index is missing (`{ warn, error }`: console, pino, …).
+   * @default console
+   */
+  readonly logger?: IdempotencyLogger;
 }
 
 type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>;
@@ -52,9 +59,10 @@ type ConnectionOf<P extends MysqlPool> = Awaited<ReturnType<P['getConnection']>>
 /** `Conn` is the pool's connection type, so the handler's `ctx.tx` keeps mysql2's full API. */
 export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<Conn>, JoinableStore, AbandonedRecords, IncarnationLeases, AdministrableStore {
   /**
-   * Creates the table and its expiry index if missing, and adds the columns a table of an earlier
-   * idemkit lacks (`created_at`, `updated_at`; its rows keep them NULL: unknown). Idempotent, and
-   * safe to run concurrently. Resolves to what it added, as `column <table>.<name>`.
+   * Creates the table and its indexes if missing, and adds what a table of an earlier idemkit
+   * lacks: the columns `created_at`, `updated_at` (its rows keep them NULL: unknown) and the
+   * in-flight index (online: writes go on). Idempotent, and safe to run concurrently. Resolves to
+   * what it added, as `column <table>.<name>` and `index <table>.in_flight`.
    */
   migrate(): Promise<string[]>;
   /**
@@ -62,7 +70,9 @@ export interface MysqlStore<Conn = MysqlConnection> extends TransactionalStore<C
    * writes; otherwise rejects with `StoreSchemaMissingError` naming what is missing and
    * `await store.migrate()` (or `idemkit migrate`) as the fix. One round trip: call it at start-up
    * so a missing migration fails the deploy, not every request. (Without it, each request answers
-   * 500 `store-schema-missing`, and the logger prints the same line once a minute.)
+   * 500 `store-schema-missing`, and the logger prints the same line once a minute.) A missing
+   * in-flight index is one warning to `logger`, not a refusal: no statement fails without it,
+   * only the completer's listing reads the whole table.
    */
   verify(): Promise<void>;
 }
@@ -87,9 +97,10 @@ export function mysqlStore<P extends MysqlPool>(options: MysqlStoreOptions<P>): 
   const timeoutMs = opts.duration('statementTimeoutMs', { default: 10_000, min: 1 });
   const leasePool = opts.driver('leasePool', ['getConnection'], 'a second mysql2/promise Pool (createPool)', { optional: true, refuse: notAMysqlPool });
   if (leasePool === pool) opts.fail('leasePool', 'expected a pool of its own: the same pool as `pool` would queue renewals behind the handlers\' transactions again');
+  const logger = opts.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   opts.done();
   const sql = statements(table);
-  const schema: MysqlSchema = new MysqlSchema((): Connections => db, table);
+  const schema: MysqlSchema = new MysqlSchema((): Connections => db, table, logger);
   const db: Connections = new Connections(pool, timeoutMs, (what, error) => schema.failure(what, error));
   const leaseDb = leasePool === undefined ? db : new Connections(leasePool, timeoutMs, (what, error) => schema.failure(what, error));
   const s: MysqlState = { db, sql, table };

@@ -3,10 +3,11 @@
  * turns a statement failing on a missing table or column into `StoreSchemaMissingError`.
  */
 import { StoreSchemaMissingError } from '../../core/errors.js';
+import type { IdempotencyLogger } from '../../core/logger.js';
 import { isMissingSchema } from '../../drivers/mysql.js';
 import type { Connections } from './connections.js';
 import { text } from './record.js';
-import { ADDED_COLUMNS, COLUMNS_PRESENT, mysqlSchema } from './sql.js';
+import { ADDED_COLUMNS, IN_FLIGHT_INDEX, SCHEMA_PRESENT, addInFlightIndex, mysqlSchema } from './sql.js';
 
 /** The fix a `StoreSchemaMissingError` names. */
 const MIGRATE_FIX = '`await store.migrate()` or `idemkit migrate` (or apply sql/mysql.sql for the default name)';
@@ -21,6 +22,8 @@ export class MysqlSchema {
   constructor(
     private readonly db: () => Connections,
     private readonly table: string,
+    /** Where `verify()` says that the in-flight index is missing. */
+    private readonly logger: IdempotencyLogger,
   ) {}
 
   async migrate(): Promise<string[]> {
@@ -28,22 +31,49 @@ export class MysqlSchema {
     await this.db().run('migrate', mysqlSchema(table), [], 'query');
     const added: string[] = [];
     for (const [column, definition] of ADDED_COLUMNS) {
-      if ((await this.columns('migrate')).has(column)) continue;
+      if ((await this.look('migrate')).columns.has(column)) continue;
       try {
         // Nullable at the end of the row: an instant change on MySQL 8 and MariaDB 10.3+.
         await this.db().run('migrate', `ALTER TABLE \`${table}\` ADD COLUMN ${column} ${definition}`, [], 'query');
         added.push(`column ${table}.${column}`);
       } catch (error) {
         // Another instance added it between the look and the ALTER (ER_DUP_FIELDNAME).
-        if (!(await this.columns('migrate')).has(column)) throw error;
+        if (!(await this.look('migrate')).columns.has(column)) throw error;
+      }
+    }
+    // A table of an earlier idemkit lacks the in-flight index (a new table has it from CREATE
+    // TABLE). Built online: writes go on meanwhile; the ALTER waits only for the transactions
+    // open on the table when it starts and ends (its metadata lock).
+    if (!(await this.look('migrate')).inFlightIndex) {
+      try {
+        await this.db().run('migrate', addInFlightIndex(table), [], 'query');
+        added.push(`index ${table}.${IN_FLIGHT_INDEX}`);
+      } catch (error) {
+        // Another instance added it meanwhile (ER_DUP_KEYNAME).
+        if (!(await this.look('migrate')).inFlightIndex) throw error;
       }
     }
     return added;
   }
 
+  /**
+   * Throws for what a statement needs (the table, its columns). The in-flight index is only
+   * warned about: without it `listAbandoned` and `endLeasesOf` read the whole table, slowly but
+   * correctly, and no request fails; so, as for the expiry index (which is not checked at all), a
+   * deploy or an `idemkit` command is not refused for it.
+   */
   async verify(): Promise<void> {
-    const missing = await this.missingParts('verify');
+    const found = await this.look('verify');
+    const missing = this.missingOf(found.columns);
     if (missing.length > 0) throw new StoreSchemaMissingError('mysql', missing, MIGRATE_FIX);
+    if (found.inFlightIndex) return;
+    try {
+      this.logger.warn(
+        `idemkit: mysql store: index ${IN_FLIGHT_INDEX} of table ${this.table} is missing: listAbandoned (the completer) and endLeasesOf (startInstance) read the whole table without it; run \`await store.migrate()\` or \`idemkit migrate\` (it adds the index online)`,
+      );
+    } catch {
+      /* a logger that throws must not fail verify() */
+    }
   }
 
   /**
@@ -68,16 +98,25 @@ export class MysqlSchema {
     return missing.length > 0 ? new StoreSchemaMissingError('mysql', missing, MIGRATE_FIX, { cause: error }) : error;
   }
 
-  /** The names of the table's columns in the connection's database; empty when there is no table. */
-  private async columns(what: string): Promise<Set<string>> {
-    const { result } = await this.db().run(what, COLUMNS_PRESENT, [this.table]);
-    return new Set((result as Array<{ name?: unknown }>).map((row) => text(row.name) ?? ''));
+  /** The table's columns in the connection's database (empty when there is no table), and whether it has the in-flight index. */
+  private async look(what: string): Promise<{ columns: Set<string>; inFlightIndex: boolean }> {
+    const { result } = await this.db().run(what, SCHEMA_PRESENT, [this.table, this.table]);
+    const columns = new Set<string>();
+    let inFlightIndex = false;
+    for (const row of result as Array<{ kind?: unknown; name?: unknown }>) {
+      if (text(row.kind) === 'index') inFlightIndex = true;
+      else columns.add(text(row.name) ?? '');
+    }
+    return { columns, inFlightIndex };
   }
 
-  /** What `verify()` names: the table, or the columns a table of an earlier idemkit lacks. */
+  /** What `verify()` and the look after a failure name: the table, or the columns a table of an earlier idemkit lacks. */
   private async missingParts(what: string): Promise<string[]> {
+    return this.missingOf((await this.look(what)).columns);
+  }
+
+  private missingOf(present: Set<string>): string[] {
     const { table } = this;
-    const present = await this.columns(what);
     return present.size === 0
       ? [`table ${table} (in the connection's database)`]
       : ADDED_COLUMNS.filter(([column]) => !present.has(column)).map(([column]) => `column ${table}.${column}`);
