@@ -33,8 +33,8 @@ export class IdemkitError extends Error {
 }
 
 /**
- * The base of the errors that carry only a message: the code is the subclass's static `code`, so
- * such a class is its code and its doc comment.
+ * The base of the errors whose code is their class's static `code`: one that carries only a
+ * message is its code and its doc comment.
  */
 export abstract class CodedError extends IdemkitError {
   constructor(message: string, options?: { cause?: unknown }) {

@@ -96,13 +96,7 @@ export class StoreBusyError extends IdempotencyHttpError {
 }
 
 /** A stored record could not be read back (a corrupt row or hash); the message names the record. */
-export class CorruptRecordError extends IdemkitError {
-  static readonly code = 'ERR_IDEMKIT_CORRUPT_RECORD' satisfies ErrorCode;
-
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(CorruptRecordError.code, message, options);
-  }
-}
+export class CorruptRecordError extends CodedError { static readonly code = 'ERR_IDEMKIT_CORRUPT_RECORD' satisfies ErrorCode; }
 
 /**
  * 500 (store-schema-missing): the store's table, a column or its claim function is not there, found
