@@ -43,8 +43,8 @@ export async function start({ port, databaseUrl, foreignUrl, ordersTable, stateN
   app.post('/orders', async (request, reply) => reply.code(201).send(await checkout.run(request.idempotency!, request.body as Order)));
 
   // Finishes records whose owner died, without waiting for their clients to come back.
-  const finisher = completer({ store, phases: checkout, leaseMs: options.leaseMs, response: (result) => ({ status: 201, body: result }) });
-  setInterval(() => void finisher.runOnce().catch(() => {}), 1_000);
+  const finisher = completer({ store, instance, phases: checkout, leaseMs: options.leaseMs, response: (result) => ({ status: 201, body: result }) });
+  finisher.start({ intervalMs: 1_000 });
 
   await app.listen({ port, host: '127.0.0.1' });
 }
