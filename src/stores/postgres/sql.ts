@@ -106,6 +106,11 @@ const expired = (row: string, now: string) =>
 export function postgresSchemaSql(names?: { readonly schema?: string; readonly table?: string }): string {
   const { schema, table } = resolveNames(names);
   const t = `"${schema}"."${table}"`;
+  return tableSql(schema, table, t) + upgradeSql(schema, table, t) + claimFunctionSql(schema, table, t);
+}
+
+/** The lock, the table and its indexes. */
+function tableSql(schema: string, table: string, t: string): string {
   const index = `${table}_expires_at`;
   const inFlight = inFlightIndex(table);
   return `-- idemkit: the idempotency records of the PostgreSQL store (schema "${schema}", table "${table}").
@@ -162,7 +167,12 @@ BEGIN
 END
 $$;
 
--- A table of an earlier idemkit lacks the columns added since: add them, nullable, so the rows
+`;
+}
+
+/** What a table and a claim function of an earlier idemkit need. */
+function upgradeSql(schema: string, table: string, t: string): string {
+  return `-- A table of an earlier idemkit lacks the columns added since: add them, nullable, so the rows
 -- there stay valid. ADD COLUMN IF NOT EXISTS would take an ACCESS EXCLUSIVE lock even when they
 -- exist; a nullable column without a default is added without rewriting the table.
 DO $$
@@ -188,7 +198,12 @@ BEGIN
 END
 $$;
 
--- The claim: one call, one round trip, the outcome classified on the server's clock.
+`;
+}
+
+/** The claim function. */
+function claimFunctionSql(schema: string, table: string, t: string): string {
+  return `-- The claim: one call, one round trip, the outcome classified on the server's clock.
 -- It must stay VOLATILE: then each statement takes a fresh snapshot at READ COMMITTED, so the
 -- re-read after a lost upsert sees the claim that beat it (a single CTE statement would not).
 CREATE OR REPLACE FUNCTION "${schema}"."${table}_claim"(
