@@ -1,8 +1,28 @@
 import { IdemkitError } from '../core/errors.js';
 import type { ErrorCode } from '../core/errors.js';
-import type { InProgressInfo } from './response.js';
 
 /** An RFC 9457 problem details body as received: every member is optional on the wire. */
+/**
+ * Why a call settled on an in-progress 409 (idemkit's `request-in-progress`), and when to ask
+ * again with the same key. The operation has not failed; it may or may not have happened yet.
+ */
+export interface InProgressInfo {
+  /**
+   * What the server said of the original request's owner: `'alive'` (still running: polling
+   * stopped at `maxRetryTime`), `'unresponsive'` (it stopped renewing its lease, e.g. its
+   * instance crashed, and the lease ends later than the client would wait), or undefined when
+   * the server does not say (other servers, older idemkit).
+   */
+  readonly owner: 'alive' | 'unresponsive' | undefined;
+  /**
+   * How long to wait before sending the request again with the same key, in ms from when the call
+   * settled: for an unresponsive owner, until its lease has ended (plus a small margin), when that
+   * retry takes the key over and gets the real answer (the server runs the request once under the
+   * key, or replays what it stored); otherwise the server's retry hint. Undefined when there is none.
+   */
+  readonly retryInMs: number | undefined;
+}
+
 export interface Problem {
   readonly type?: string;
   readonly title?: string;

@@ -14,7 +14,8 @@ import type { IdempotentFetchOptions, ResolvedClientOptions, RetryContext } from
 import { resolveClientOptions } from './options.js';
 import type { IdempotentRequestInit, PreparedRequest } from './request.js';
 import { prepareRequest } from './request.js';
-import type { IdempotencyInfo, IdempotentResponse, InProgressInfo } from './response.js';
+import type { InProgressInfo } from './errors.js';
+import type { IdempotencyInfo, IdempotentResponse } from './response.js';
 import { finalResponse, isReplayed, parseProblem } from './response.js';
 import { RETRYABLE_STATUSES, isInProgress, isNetworkFailure, isPermanent, problemLeaseEnds, problemOwner, problemRetryAfter } from './retryable.js';
 

@@ -1,6 +1,6 @@
 import { PROBLEM_CONTENT_TYPE } from '../core/errors.js';
 import { isNullBodyStatus, REPLAYED_HEADER } from '../core/response.js';
-import type { Problem } from './errors.js';
+import type { InProgressInfo, Problem } from './errors.js';
 
 /** How the call went, attached to the final response as `response.idempotency`. */
 export interface IdempotencyInfo {
@@ -18,26 +18,6 @@ export interface IdempotencyInfo {
   readonly inProgress?: InProgressInfo;
 }
 
-/**
- * Why a call settled on an in-progress 409 (idemkit's `request-in-progress`), and when to ask
- * again with the same key. The operation has not failed; it may or may not have happened yet.
- */
-export interface InProgressInfo {
-  /**
-   * What the server said of the original request's owner: `'alive'` (still running: polling
-   * stopped at `maxRetryTime`), `'unresponsive'` (it stopped renewing its lease, e.g. its
-   * instance crashed, and the lease ends later than the client would wait), or undefined when
-   * the server does not say (other servers, older idemkit).
-   */
-  readonly owner: 'alive' | 'unresponsive' | undefined;
-  /**
-   * How long to wait before sending the request again with the same key, in ms from when the call
-   * settled: for an unresponsive owner, until its lease has ended (plus a small margin), when that
-   * retry takes the key over and gets the real answer (the server runs the request once under the
-   * key, or replays what it stored); otherwise the server's retry hint. Undefined when there is none.
-   */
-  readonly retryInMs: number | undefined;
-}
 
 /** A fetch `Response` that also says how the idempotent call went. */
 export type IdempotentResponse = Response & { readonly idempotency: IdempotencyInfo };
