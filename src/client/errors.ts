@@ -1,7 +1,6 @@
 import { IdemkitError } from '../core/errors.js';
 import type { ErrorCode } from '../core/errors.js';
 
-/** An RFC 9457 problem details body as received: every member is optional on the wire. */
 /**
  * Why a call settled on an in-progress 409 (idemkit's `request-in-progress`), and when to ask
  * again with the same key. The operation has not failed; it may or may not have happened yet.
@@ -23,6 +22,7 @@ export interface InProgressInfo {
   readonly retryInMs: number | undefined;
 }
 
+/** An RFC 9457 problem details body as received: every member is optional on the wire. */
 export interface Problem {
   readonly type?: string;
   readonly title?: string;
