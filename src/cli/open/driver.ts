@@ -1,6 +1,7 @@
 // What every store opener shares: importing its driver package (an optional peer dependency,
 // named with the command that installs it when missing), what an opened store offers the
 // commands, and how a store that does not answer, or a flag it refuses, is reported.
+import type { IdempotencyLogger } from '../../core/logger.js';
 import { CliUsageError } from '../../check/errors.js';
 import { InvalidOptionError } from '../../core/errors.js';
 import type { AdministrableStore, IdempotencyStore } from '../../core/store.js';
@@ -83,4 +84,29 @@ export async function reachable<S>(
     throw new Unreachable(`cannot reach the store at ${url.shown}: ${scrub(reason(error), url)}`);
   }
   return store;
+}
+
+/**
+ * The logger a SQL store gets from the CLI: its warnings (an index missing, docs/stores/*.md) go
+ * to stderr, except inside `quietly`, which `migrate` wraps around its look at what it is about
+ * to add, so that it does not warn of what it then creates.
+ */
+export function storeLogger(): { readonly logger: IdempotencyLogger; quietly<T>(look: () => Promise<T>): Promise<T> } {
+  let looking = 0;
+  return {
+    logger: {
+      warn: (...args: unknown[]) => {
+        if (looking === 0) console.warn(...args);
+      },
+      error: (...args: unknown[]) => console.error(...args),
+    },
+    async quietly(look) {
+      looking++;
+      try {
+        return await look();
+      } finally {
+        looking--;
+      }
+    },
+  };
 }

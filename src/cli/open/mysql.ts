@@ -3,7 +3,7 @@ import { StoreSchemaMissingError } from '../../core/errors.js';
 import type { MysqlPool } from '../../drivers/mysql.js';
 import type { StoreNames, StoreUrl } from '../store-url.js';
 import type { OpenedStore } from './driver.js';
-import { CONNECT_TIMEOUT_MS, importDriver, reachable, refuseNames } from './driver.js';
+import { CONNECT_TIMEOUT_MS, importDriver, reachable, refuseNames, storeLogger } from './driver.js';
 
 // What the CLI uses of mysql2, declared here so that nothing imports the driver's types.
 interface Mysql2PromiseModule {
@@ -15,7 +15,8 @@ export async function openMysql(url: StoreUrl, names: StoreNames): Promise<Opene
   const mysql = await importDriver<Mysql2PromiseModule>('mysql', (name) => import(`${name}/promise`));
   const { mysqlStore } = await import('../../stores/mysql/index.js');
   const pool = mysql.createPool({ uri: url.target, connectionLimit: 2, connectTimeout: CONNECT_TIMEOUT_MS });
-  const store = await reachable(url, pool, () => mysqlStore({ pool, table: names.table }), (error) => (error as Error).message || String((error as { code?: unknown }).code ?? error));
+  const { logger, quietly } = storeLogger();
+  const store = await reachable(url, pool, () => mysqlStore({ pool, table: names.table, logger }), (error) => (error as Error).message || String((error as { code?: unknown }).code ?? error));
   const table = names.table ?? 'idempotency_records';
   return {
     url,
@@ -24,7 +25,7 @@ export async function openMysql(url: StoreUrl, names: StoreNames): Promise<Opene
     async migrate() {
       let present = true;
       try {
-        await store.verify();
+        await quietly(() => store.verify());
       } catch (error) {
         if (!(error instanceof StoreSchemaMissingError)) throw error;
         // Missing columns alone (a table of an earlier idemkit) are what migrate adds.

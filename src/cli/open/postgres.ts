@@ -3,7 +3,7 @@ import { StoreSchemaMissingError } from '../../core/errors.js';
 import type { PostgresPool } from '../../drivers/postgres.js';
 import type { StoreNames, StoreUrl } from '../store-url.js';
 import type { OpenedStore } from './driver.js';
-import { CONNECT_TIMEOUT_MS, importDriver, reachable, refuseNames } from './driver.js';
+import { CONNECT_TIMEOUT_MS, importDriver, reachable, refuseNames, storeLogger } from './driver.js';
 
 // What the CLI uses of pg, declared here so that nothing imports the driver's types.
 interface PgModule {
@@ -16,7 +16,8 @@ export async function openPostgres(url: StoreUrl, names: StoreNames): Promise<Op
   const { postgresStore } = await import('../../stores/postgres/index.js');
   const pool = new pg.Pool({ connectionString: url.target, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   pool.on('error', () => {});
-  const store = await reachable(url, pool, () => postgresStore({ pool, table: names.table, schema: names.schema }), (error) => (error as Error).message || String(error));
+  const { logger, quietly } = storeLogger();
+  const store = await reachable(url, pool, () => postgresStore({ pool, table: names.table, schema: names.schema, logger }), (error) => (error as Error).message || String(error));
   const schema = names.schema ?? 'public';
   const table = names.table ?? 'idempotency_records';
   const missing = async () => {
@@ -33,7 +34,7 @@ export async function openPostgres(url: StoreUrl, names: StoreNames): Promise<Op
     store,
     where: `table ${schema}.${table}`,
     async migrate() {
-      const before = await missing();
+      const before = await quietly(missing);
       const added = await store.migrate();
       const all = [`table ${schema}.${table}`, `function ${schema}.${table}_claim`];
       return { created: all.filter((what) => before.includes(what)), present: all.filter((what) => !before.includes(what)), added };
