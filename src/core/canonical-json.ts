@@ -85,8 +85,11 @@ export function canonicalJson(value: unknown): string {
 /** Thrown by `writeRecursive` for what it leaves to the iterative writer. */
 const UNUSUAL = new Error('canonical JSON: left to the iterative writer');
 
-/** The canonical form of plain JSON values, not deeper than MAX_RECURSIVE_DEPTH; else throws. */
-function writeRecursive(value: unknown, depth: number): string {
+/**
+ * The canonical form of plain JSON values (members JSON.stringify skips are skipped here too), not
+ * deeper than MAX_RECURSIVE_DEPTH; else throws. Exported for its tests, not from the package.
+ */
+export function writeRecursive(value: unknown, depth: number): string {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -127,17 +130,17 @@ function writeRecursive(value: unknown, depth: number): string {
 
 /**
  * True when JSON.stringify(value) is already the canonical text: plain JSON values only, every
- * object's keys in UTF-16 order, no lone surrogates, no non-finite numbers, nothing with a toJSON,
- * not deeper than MAX_RECURSIVE_DEPTH.
+ * object's keys in UTF-16 order, no non-finite numbers, nothing with a toJSON, not deeper than
+ * MAX_RECURSIVE_DEPTH. Lone surrogates need no check: every writer escapes them as JSON.stringify
+ * does. Exported for its tests (test/core/canonical-json.test.ts), not from the package.
  */
-function inCanonicalOrder(value: unknown, depth: number): boolean {
+export function inCanonicalOrder(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case 'string':
-      return value.isWellFormed();
-    case 'number':
-      return Number.isFinite(value);
     case 'boolean':
       return true;
+    case 'number':
+      return Number.isFinite(value);
     case 'object':
       break;
     default:
@@ -152,10 +155,11 @@ function inCanonicalOrder(value: unknown, depth: number): boolean {
     return true;
   }
   const record = value as Record<string, unknown>;
-  let previous: string | undefined;
+  // No key sorts before '', and an object's own keys are distinct: `>` is the whole check.
+  let previous = '';
   for (const key in record) {
     if (!Object.hasOwn(record, key)) continue;
-    if ((previous !== undefined && previous >= key) || !key.isWellFormed()) return false;
+    if (previous > key) return false;
     previous = key;
     if (!inCanonicalOrder(record[key], depth + 1)) return false;
   }

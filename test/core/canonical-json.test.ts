@@ -1,12 +1,15 @@
 import canonicalize from 'canonicalize';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   canonicalJson,
   canonicalJsonText,
   canonicalNumber,
+  ExactNumber,
+  inCanonicalOrder,
   parseJsonExact,
   parseJsonKeepingDigits,
   readCanonicalJson,
+  writeRecursive,
 } from '../../src/core/canonical-json.js';
 
 /** A small seeded PRNG, so a failing case can be replayed. */
@@ -217,6 +220,34 @@ describe('canonicalNumber: exact decimal values, written as ECMAScript writes nu
       ['1e99999999999999999999', '1e+99999999999999999999'],
       ['-12.340e-99999999999999999999', '-1.234e-99999999999999999998'],
     ]);
+  });
+
+  it('writes exponents of more than 15 digits (computed with BigInt) from the value, signed or not, and its digits from the first non-zero one', () => {
+    expectWritten([
+      ['1e9999999999999999', '1e+9999999999999999'],
+      ['12.5e1234567890123456789', '1.25e+1234567890123456790'],
+      ['0.05e1234567890123456789', '5e+1234567890123456787'],
+      ['-0.05e-1234567890123456789', '-5e-1234567890123456791'],
+      // 15 digits: a double holds the exponent, and the value's own form is kept.
+      ['1e000000000000000', '1'],
+      ['1e000000000000021', '1e+21'],
+    ]);
+  });
+
+  it('writes 21 integer digits with a fraction in decimal form, as Number::toString does', () => {
+    expectWritten([
+      ['123456789012345678901.5', '123456789012345678901.5'],
+      ['-123456789012345678901.25e0', '-123456789012345678901.25'],
+    ]);
+  });
+
+  it('refuses what is not a JSON number token', () => {
+    for (const token of ['1.', '.5', 'e5', '1e', '--1', 'NaN', '']) expect(() => canonicalNumber(token), token).toThrow(`not a JSON number: ${token}`);
+  });
+
+  it('ExactNumber is its text to JSON.stringify (a string), and its value to canonicalJson', () => {
+    expect(JSON.stringify({ n: new ExactNumber('1.5') })).toBe('{"n":"1.5"}');
+    expect(canonicalJson({ n: new ExactNumber('1.5') })).toBe('{"n":1.5}');
   });
 
   it('follows ECMAScript Number::toString for where the exponent form starts', () => {
@@ -457,5 +488,148 @@ describe('parseJsonExact', () => {
     expect(parseJsonKeepingDigits('{"a":')).toBeUndefined();
     expect(parseJsonKeepingDigits('{"a":12345678901234567890')).toBeUndefined();
     expect(parseJsonKeepingDigits('{"a":1}', { value: { a: 2 } })).toEqual({ value: { a: 2 } });
+  });
+});
+
+/**
+ * `canonicalJson` has three writers that give one text: JSON.stringify's own when
+ * `inCanonicalOrder` says its text is already canonical, else the recursive writer, else (what it
+ * gives up on) the iterative one. The texts above cannot tell which ran, so a mutant that sends a
+ * value down another path survives them; these pin each path's own contract.
+ */
+describe("canonicalJson's paths", () => {
+  const fn = () => 1;
+  const symbol = Symbol('s');
+  /** `value` inside `depth` arrays; the innermost array is at depth `depth - 1`. */
+  const deepArray = (depth: number, value: unknown): unknown => {
+    let out = value;
+    for (let i = 0; i < depth; i++) out = [out];
+    return out;
+  };
+  const deepObject = (depth: number, value: unknown): unknown => {
+    let out = value;
+    for (let i = 0; i < depth; i++) out = { a: out };
+    return out;
+  };
+
+  it('inCanonicalOrder: true for plain JSON values whose keys are in UTF-16 order, at any depth up to 1000', () => {
+    for (const value of [
+      'a',
+      '\ud800',
+      '',
+      0,
+      -1.5,
+      true,
+      false,
+      null,
+      [],
+      {},
+      [1, 'a', [true, null], { a: 1 }],
+      // Past ten items: an array's indices are not looked at as keys ("10" sorts before "9").
+      Array.from({ length: 12 }, (_, i) => i),
+      { a: 1, b: { c: null, d: [] } },
+      { '': 1, a: 2 },
+      { A: 1, b: 2 },
+      { 1: 1, a: 2 },
+      { b: 1, '\ud83d\ude00': 2, '\ufb33': 3 },
+      { '\ud800': 1, '\udc00': 2 },
+      // Inherited members are not JSON.stringify's: only own keys are looked at.
+      Object.assign(Object.create({ a: 1 }) as object, { b: 2 }),
+      deepArray(1001, 1),
+      deepObject(1001, 1),
+    ]) {
+      expect(inCanonicalOrder(value, 0), canonicalJson(value)).toBe(true);
+    }
+  });
+
+  it('inCanonicalOrder: false for keys out of order (anywhere), what JSON.stringify treats specially, and past depth 1000', () => {
+    for (const value of [
+      { b: 1, a: 2 },
+      { a: { d: 1, c: 2 } },
+      [{ b: 1, a: 2 }],
+      [1, [{ b: 1, a: 2 }]],
+      { '\ufb33': 1, '\ud83d\ude00': 2 },
+      Number.NaN,
+      Infinity,
+      -Infinity,
+      [Number.NaN],
+      { a: Infinity },
+      1n,
+      undefined,
+      fn,
+      symbol,
+      [undefined],
+      { a: undefined },
+      { a: fn },
+      [symbol],
+      new Date(0),
+      { toJSON: () => 1 },
+      [{ toJSON: () => 1 }],
+      { a: { toJSON: () => 1 } },
+      deepArray(1002, 1),
+      deepObject(1002, 1),
+    ]) {
+      expect(inCanonicalOrder(value, 0), canonicalJson(value)).toBe(false);
+    }
+  });
+
+  it('the recursive writer writes plain values itself, skipping members as JSON.stringify does, up to depth 1000', () => {
+    for (const [value, written] of [
+      ['a', '"a"'],
+      ['\ud800', '"\\ud800"'],
+      [1.5, '1.5'],
+      [-0, '0'],
+      [true, 'true'],
+      [false, 'false'],
+      [null, 'null'],
+      [[], '[]'],
+      [{}, '{}'],
+      [{ b: [1, null], a: 'x' }, '{"a":"x","b":[1,null]}'],
+      [[undefined, fn, symbol, 1], '[null,null,null,1]'],
+      [{ c: undefined, b: fn, a: symbol, d: 1 }, '{"d":1}'],
+      [deepArray(1001, 1), '['.repeat(1001) + '1' + ']'.repeat(1001)],
+      [deepObject(1001, 1), '{"a":'.repeat(1001) + '1' + '}'.repeat(1001)],
+    ] as ReadonlyArray<readonly [unknown, string]>) {
+      expect(writeRecursive(value, 0)).toBe(written);
+    }
+  });
+
+  it('the recursive writer throws for what it leaves to the iterative writer: non-finite numbers, BigInt, toJSON, past depth 1000', () => {
+    for (const value of [
+      Number.NaN,
+      Infinity,
+      [-Infinity],
+      1n,
+      { a: 1n },
+      undefined,
+      fn,
+      symbol,
+      new Date(0),
+      [{ toJSON: () => 1 }],
+      { a: { toJSON: () => 1 } },
+      deepArray(1002, 1),
+      deepObject(1002, 1),
+    ]) {
+      expect(() => writeRecursive(value, 0), canonicalJson(value)).toThrow('canonical JSON: left to the iterative writer');
+    }
+  });
+
+  it('a value already in canonical order is written by one JSON.stringify of the whole of it; any other is not', () => {
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      const inOrder = { a: [1, { b: 'x', c: null }], d: true };
+      expect(canonicalJson(inOrder)).toBe('{"a":[1,{"b":"x","c":null}],"d":true}');
+      expect(stringify.mock.calls.filter(([value]) => value === inOrder)).toHaveLength(1);
+      const outOfOrder = { d: true, a: [1, { c: null, b: 'x' }] };
+      expect(canonicalJson(outOfOrder)).toBe('{"a":[1,{"b":"x","c":null}],"d":true}');
+      expect(stringify.mock.calls.some(([value]) => value === outOfOrder)).toBe(false);
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+
+  it('canonicalJsonText takes the caller\'s parse when no digits can be lost, and reads the text itself when they can', () => {
+    expect(canonicalJsonText('{"a":1}', { value: { a: 2 } })).toBe('{"a":2}');
+    expect(canonicalJsonText('{"a":12345678901234567890}', { value: { a: 2 } })).toBe('{"a":12345678901234567890}');
   });
 });

@@ -181,6 +181,21 @@ describe('previousScope', () => {
     expect(claims).toEqual(['']);
   });
 
+  it('a replay, a 409 or a 422 under the new scope does not look under the old one, nor leave a claim there', async () => {
+    const { base, after, claims } = deployment();
+    // The same tenant's records, written by an instance without previousScope (nothing under '').
+    const plain = engineOf({ store: base, scope: byTenant, leaseMs: 300 }).engine;
+    await executionOf(await plain.decide({ key: 'done', tenant: 't1' }, reader)).finish(answer);
+    const running = executionOf(await plain.decide({ key: 'running', tenant: 't1' }, reader));
+    expect(replayed(await after.engine.decide({ key: 'done', tenant: 't1' }, reader))).toBe('{"paid":true}');
+    expect(rejected(await after.engine.decide({ key: 'running', tenant: 't1' }, reader))).toEqual([409, 'ERR_IDEMKIT_KEY_IN_FLIGHT']);
+    expect(rejected(await after.engine.decide({ key: 'done', tenant: 't1', body: '{"amount":2}' }, reader))).toEqual([422, 'ERR_IDEMKIT_KEY_MISMATCH']);
+    expect(claims).toEqual(['t1', 't1', 't1']);
+    expect(await base.get(ref('done'))).toBeUndefined();
+    expect(await base.get(ref('running'))).toBeUndefined();
+    await running.finish(answer);
+  });
+
   it('a take-over under the new scope does not look under the old one', async () => {
     const { after, claims } = deployment({ renewLease: false });
     executionOf(await after.engine.decide({ key: 'k', tenant: 't1' }, reader));

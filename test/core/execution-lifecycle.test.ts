@@ -23,9 +23,11 @@ import {
 import type { CompleteEvent } from '../../src/core/events.js';
 import { redactedKey } from '../../src/core/events.js';
 import type { EngineOptions } from '../../src/core/options.js';
-import type { IdempotencyStore, RecordRef, StoredResponse, StoreTransaction, TransactionalStore } from '../../src/core/store.js';
+import type { IdempotencyStore, RecordRef, StoredResponse, TransactionalStore } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
 import { latch, recordingEvents, recordingLogger } from '../support/recording.js';
+import type { FakeTx } from '../support/transactional-memory.js';
+import { transactionalMemory } from '../support/transactional-memory.js';
 
 interface Req {
   readonly key: string;
@@ -70,62 +72,6 @@ function counting<S extends IdempotencyStore>(store: S, overrides: Partial<Idemp
   const callsOf = (name: string) => calls.filter((call) => call === name).length;
   return { store: wrapped, calls, callsOf };
 }
-
-/** What a handler writes through `ctx.tx` in the fake transactional store below. */
-interface FakeTx {
-  write(row: string): void;
-}
-
-/**
- * The memory store with transactions, as the SQL stores behave: what a transaction completes or
- * checkpoints lands on the record only when it commits; a rollback leaves nothing. `rows` holds
- * what committed transactions wrote through their `tx`; `log` each transaction call in order.
- */
-function transactionalMemory(overrides: Partial<StoreTransaction<FakeTx>> = {}, options: { maxResponseBytes?: number } = {}) {
-  const base = memoryStore({ sweepIntervalMs: 0, ...options });
-  const log: string[] = [];
-  const rows: string[] = [];
-  const store: TransactionalStore<FakeTx> = {
-    ...base,
-    name: 'memory+tx',
-    maxResponseBytes: base.maxResponseBytes,
-    claim: base.claim.bind(base),
-    renew: base.renew.bind(base),
-    checkpoint: base.checkpoint.bind(base),
-    complete: base.complete.bind(base),
-    release: base.release.bind(base),
-    get: base.get.bind(base),
-    beginTransaction: () => {
-      log.push('begin');
-      const pending: Array<() => Promise<void>> = [];
-      const written: string[] = [];
-      const transaction: StoreTransaction<FakeTx> = {
-        tx: { write: (row) => void written.push(row) },
-        complete: async (ref, token, response) => {
-          log.push('complete');
-          pending.push(() => base.complete(ref, token, response));
-        },
-        checkpoint: async (ref, token, point, data) => {
-          log.push('checkpoint');
-          pending.push(() => base.checkpoint(ref, token, point, data));
-        },
-        commit: async () => {
-          log.push('commit');
-          for (const apply of pending) await apply();
-          rows.push(...written);
-        },
-        rollback: async () => {
-          log.push('rollback');
-        },
-        ...overrides,
-      };
-      return Promise.resolve(transaction);
-    },
-  };
-  return { store, base, log, rows };
-}
-
-/** Every event listener, recording what it was told, in order. */
 
 function engineOf(options: Partial<EngineOptions<Req>> & { store: IdempotencyStore }) {
   const reported: unknown[] = [];
@@ -716,6 +662,61 @@ describe('the guard under the previous scope', () => {
     const completed = engineOf({ store: failing.store, scope: byTenant, previousScope: () => '' });
     await (await executing(completed.engine, 'b', 't1')).finish(answer);
     expect(completed.reported).toEqual([failure]);
+  });
+
+  it('a guard release refused otherwise is reported, and so is a guard completion refused as a lost lease', async () => {
+    const base = memoryStore({ sweepIntervalMs: 0 });
+    const byTenant = (request: Req) => request.tenant ?? '';
+    const failure = new Error('gone');
+    const failingRelease = counting(base, { release: (r, token) => (r.scope === '' ? Promise.reject(failure) : base.release(r, token)) });
+    const released = engineOf({ store: failingRelease.store, scope: byTenant, previousScope: () => '' });
+    const dropped = await executing(released.engine, 'a', 't1');
+    dropped.context.discard();
+    await dropped.finish(answer);
+    expect(released.reported).toEqual([failure]);
+
+    const stale = new LeaseLostError();
+    const staleCompletion = counting(base, { complete: (r, token, response) => (r.scope === '' ? Promise.reject(stale) : base.complete(r, token, response)) });
+    const completed = engineOf({ store: staleCompletion.store, scope: byTenant, previousScope: () => '' });
+    await (await executing(completed.engine, 'b', 't1')).finish(answer);
+    expect(completed.reported).toEqual([stale]);
+  });
+
+  it('a guard an old instance took over (its lease ran out) refuses the completion: reported, and the old instance keeps the key', async () => {
+    const { after, before, store } = deployments({ renewLease: false });
+    const execution = await executing(after.engine, 'k', 't1');
+    await vi.advanceTimersByTimeAsync(301);
+    const takeover = await executing(before.engine, 'k');
+    expect(takeover.context.takeover).toBe(true);
+    expect(await execution.finish(answer)).toBeUndefined();
+    expect(after.reported).toEqual([expect.any(LeaseLostError)]);
+    expect(await store.get(ref('k'))).toMatchObject({ state: 'in_flight' });
+    expect(body(await after.engine.decide({ key: 'k', tenant: 't1' }, reader))).toBe('{"paid":true}');
+  });
+
+  it('a guard completion or release past storeTimeoutMs is reported naming the operation', async () => {
+    for (const [late, end] of [
+      ['complete', (e: Execution) => e.finish(answer)],
+      [
+        'release',
+        (e: Execution) => {
+          e.context.discard();
+          return e.finish(answer);
+        },
+      ],
+    ] as const) {
+      const base = memoryStore({ sweepIntervalMs: 0 });
+      const never = () => new Promise<never>(() => {});
+      const { store } = counting(base, {
+        complete: (r, token, response) => (r.scope === '' ? never() : base.complete(r, token, response)),
+        release: (r, token) => (r.scope === '' ? never() : base.release(r, token)),
+      });
+      const { engine, reported } = engineOf({ store, scope: (request) => request.tenant ?? '', previousScope: () => '', storeTimeoutMs: 100 });
+      const finished = end(await executing(engine, 'k', 't1'));
+      await vi.advanceTimersByTimeAsync(200);
+      await finished;
+      expect(reported.map((error) => (error as Error).message), late).toEqual([`store ${late} did not answer within 100 ms (option \`storeTimeoutMs\`)`]);
+    }
   });
 
   it('a failed completion under the new scope releases the guard too: nothing is stored under either scope', async () => {

@@ -13,9 +13,10 @@ import { IdempotencyEngine } from '../../src/core/engine.js';
 import { ExecutionTimeoutHttpError } from '../../src/core/errors.js';
 import type { IdempotencyEvents } from '../../src/core/events.js';
 import type { EngineOptions } from '../../src/core/options.js';
-import type { IdempotencyStore, RecordRef, StoredResponse, StoreTransaction, TransactionalStore } from '../../src/core/store.js';
+import type { IdempotencyStore, RecordRef, StoredResponse } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
 import { latch } from '../support/recording.js';
+import { transactionalMemory } from '../support/transactional-memory.js';
 
 interface Req {
   readonly key: string;
@@ -31,37 +32,6 @@ const reader: RequestReader<Req> = {
 
 const answer: StoredResponse = { status: 201, headers: [], body: Buffer.from('{"ok":true}'), bodyOmitted: false };
 const ref = (key: string): RecordRef => ({ scope: '', key });
-
-/**
- * The memory store with transactions whose completion lands only at commit; `rollbackGate`, when
- * given, holds every rollback until the test opens it.
- */
-function transactional(base: IdempotencyStore, rollbackGate?: Promise<void>): TransactionalStore<undefined> {
-  return {
-    ...base,
-    name: 'memory+tx',
-    maxResponseBytes: base.maxResponseBytes,
-    claim: base.claim.bind(base),
-    renew: base.renew.bind(base),
-    checkpoint: base.checkpoint.bind(base),
-    complete: base.complete.bind(base),
-    release: base.release.bind(base),
-    get: base.get.bind(base),
-    beginTransaction: () => {
-      const pending: Array<() => Promise<void>> = [];
-      const transaction: StoreTransaction<undefined> = {
-        tx: undefined,
-        complete: async (at, token, response) => void pending.push(() => base.complete(at, token, response)),
-        checkpoint: async (at, token, point, data) => void pending.push(() => base.checkpoint(at, token, point, data)),
-        commit: async () => {
-          for (const apply of pending) await apply();
-        },
-        rollback: () => rollbackGate ?? Promise.resolve(),
-      };
-      return Promise.resolve(transaction);
-    },
-  };
-}
 
 function engineOf(options: Partial<EngineOptions<Req>> & { store: IdempotencyStore }) {
   const outcomes: string[] = [];
@@ -108,8 +78,8 @@ describe("the handler's ending", () => {
 
   it('is read by an abort once its rollback is over: a suspend meanwhile keeps the record', async () => {
     const gate = latch();
-    const store = memoryStore({ sweepIntervalMs: 0 });
-    const { engine, outcomes } = engineOf({ store: transactional(store, gate.promise), transactional: true });
+    const { store } = transactionalMemory({ rollback: () => gate.promise });
+    const { engine, outcomes } = engineOf({ store, transactional: true });
     const execution = await executing(engine, 'hijacked');
     const aborted = execution.abort();
     execution.context.suspend();
@@ -121,6 +91,19 @@ describe("the handler's ending", () => {
 });
 
 describe('overtime', () => {
+  it('is entered once: a renew() past the ceiling once overtime, or once finished, changes nothing and reports nothing', async () => {
+    const reported: unknown[] = [];
+    const { engine, outcomes } = engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), maxExecutionMs: 200, onError: (error) => void reported.push(error) });
+    const execution = await executing(engine, 'overtime-once');
+    await vi.advanceTimersByTimeAsync(200);
+    expect(reported).toEqual([expect.any(ExecutionTimeoutHttpError)]);
+    execution.renew();
+    expect(await execution.finish(answer)).toBeUndefined();
+    execution.renew();
+    expect(reported).toHaveLength(1);
+    expect(outcomes).toEqual(['stored']);
+  });
+
   it('outside transactional mode the ending still decides: a discard past the ceiling releases', async () => {
     const store = memoryStore({ sweepIntervalMs: 0 });
     const { engine, outcomes } = engineOf({ store, maxExecutionMs: 200 });
@@ -133,8 +116,8 @@ describe('overtime', () => {
   });
 
   it('in transactional mode it outweighs a suspend at the finish (nothing was committed), not in an abort', async () => {
-    const store = memoryStore({ sweepIntervalMs: 0 });
-    const { engine, outcomes } = engineOf({ store: transactional(store), transactional: true, maxExecutionMs: 200 });
+    const { store } = transactionalMemory();
+    const { engine, outcomes } = engineOf({ store, transactional: true, maxExecutionMs: 200 });
     const finished = await executing(engine, 'finished');
     const aborted = await executing(engine, 'aborted');
     await vi.advanceTimersByTimeAsync(200);
@@ -148,9 +131,8 @@ describe('overtime', () => {
   });
 
   it('a renewal refused after the ceiling is told, and the answer stays the timeout (not lease-lost)', async () => {
-    const base = memoryStore({ sweepIntervalMs: 0 });
     let refuse!: (ok: boolean) => void;
-    const store = { ...transactional(base), renew: () => new Promise<boolean>((resolve) => (refuse = resolve)) };
+    const store = { ...transactionalMemory().store, renew: () => new Promise<boolean>((resolve) => (refuse = resolve)) };
     const { engine, lost } = engineOf({ store, transactional: true, maxExecutionMs: 200 });
     const execution = await executing(engine, 'late-refusal');
     await vi.advanceTimersByTimeAsync(100); // the renewal is sent and waits
@@ -163,9 +145,21 @@ describe('overtime', () => {
 });
 
 describe('lost', () => {
+  it('a lost lease past the ceiling turns overtime (a renew() the keeper no longer sends): the finish answers the timeout, not lease-lost', async () => {
+    const { store: inner } = transactionalMemory();
+    const store = { ...inner, renew: () => Promise.resolve(false) };
+    const { engine, lost } = engineOf({ store, transactional: true, maxExecutionMs: 200 });
+    const execution = await executing(engine, 'lost-then-overtime');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(lost).toEqual(['renew']);
+    await vi.advanceTimersByTimeAsync(100);
+    execution.renew();
+    expect(await execution.finish(answer)).toBeInstanceOf(ExecutionTimeoutHttpError);
+  });
+
   it("the handler's ending outweighs a lost lease: a discard after it releases, with no 409", async () => {
-    const base = memoryStore({ sweepIntervalMs: 0 });
-    const store = { ...transactional(base), renew: () => Promise.resolve(false) };
+    const { store: inner, base } = transactionalMemory();
+    const store = { ...inner, renew: () => Promise.resolve(false) };
     const { engine, outcomes, lost } = engineOf({ store, transactional: true });
     const execution = await executing(engine, 'lost-discard');
     await vi.advanceTimersByTimeAsync(100);
