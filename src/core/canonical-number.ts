@@ -33,9 +33,10 @@ export function canonicalNumber(token: string): string {
   if (start === end) return '0';
   digits = digits.slice(start, end);
   const prefix = sign === '-' ? '-' : '';
-  // An exponent of up to 15 digits (and a point shift of up to the body's length) is exact as a
-  // double; a longer one is only ever written in exponent form, computed with BigInt.
-  if (exponentText.replace(/^[+-]/, '').length > 15) {
+  // An exponent of up to 15 significant digits (and a point shift of up to the body's length) is
+  // exact as a double; a longer one is only ever written in exponent form, computed with BigInt.
+  // Its leading zeros do not count: `1e0000000000000000` is `1`, as `1e0` is.
+  if (exponentText.replace(/^[+-]?0*/, '').length > 15) {
     const point = BigInt(exponentText) + BigInt(whole.length - start);
     return prefix + exponentForm(digits, point - 1n);
   }

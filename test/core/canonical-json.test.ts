@@ -193,6 +193,14 @@ function expectWritten(pairs: ReadonlyArray<readonly [text: string, written: str
 }
 
 describe('canonicalNumber: exact decimal values, written as ECMAScript writes numbers', () => {
+  it('counts only an exponent’s significant digits: leading zeros never change the text', () => {
+    for (const spelling of ['1e0000000000000000', '1e-0000000000000000000', '1e+00000000000000000000000', '10e-00000000000000001']) expect(canonicalNumber(spelling), spelling).toBe('1');
+    expect(canonicalNumber('1.5e00000000000000000002')).toBe('150');
+    expect(canonicalNumber('1e-00000000000000000007')).toBe('1e-7');
+    // A long exponent that is long after its zeros too still takes the exact path.
+    expect(canonicalNumber('1e0001000000000000000')).toBe('1e+1000000000000000');
+  });
+
   it('gives one text to every spelling of one value', () => {
     for (const spelling of ['1', '1.0', '1e0', '10e-1', '0.1e1', '1.000', '100e-2', '1E0', '1e+0', '0.001e3']) expect(canonicalNumber(spelling), spelling).toBe('1');
     expectWritten([
