@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { RequestReader } from '../../src/core/engine.js';
 import { IdempotencyEngine } from '../../src/core/engine.js';
 import { InstanceInUseError, InvalidOptionError, LeaseLostError } from '../../src/core/errors.js';
 import type { Instance } from '../../src/core/instance.js';
@@ -162,6 +163,27 @@ describe('instance identity: a restarted instance takes back its crashed predece
     expect(String(quiet.error.mock.calls[0]![0])).toContain('"checkout-1" lost its registration');
     await first.stop();
     await second.stop();
+  });
+
+  it('an engine given the instance claims under its incarnation; one without it does not', async () => {
+    const instance = await start(store, 'checkout-1');
+    const reader: RequestReader<{ key: string }> = {
+      method: () => 'POST',
+      header: (request, name) => (name === 'idempotency-key' ? request.key : undefined),
+      path: () => '/charges',
+      contentType: () => 'application/json',
+      readBody: () => ({ body: Buffer.from('{}') }),
+    };
+    const withIdentity = new IdempotencyEngine({ store, instance });
+    const without = new IdempotencyEngine({ store });
+    const mine = await withIdentity.decide({ key: 'mine' }, reader);
+    const plain = await without.decide({ key: 'plain' }, reader);
+    expect([mine.kind, plain.kind]).toEqual(['execute', 'execute']);
+    // Only the engine's own claim carries the incarnation: ending its leases frees that one key.
+    expect(await store.endLeasesOf(instance.incarnation)).toBe(1);
+    expect((await store.claim({ scope: '', key: 'mine' }, (await store.get({ scope: '', key: 'mine' }))!.fingerprint, REQUEST_LEASE)).kind).toBe('acquired');
+    for (const decision of [mine, plain]) if (decision.kind === 'execute') await decision.execution.abort();
+    await instance.stop();
   });
 
   it('refuses what it cannot work with, naming the option', async () => {
