@@ -19,7 +19,9 @@ export interface Fence {
  * transaction function, a query builder), driver objects read from a property
  * (`ctx.tx.connection`, Drizzle's `tx.session`), and lazy queries: a thenable a call hands back
  * (a Drizzle query, a Knex builder, a Prisma request) starts its query when awaited, so its `then`
- * checks the fence. A native Promise is handed back as it is: its call already ran, inside the
+ * checks the fence. A plain object in a property that holds a driver object or a function
+ * (Drizzle's `tx._`, whose `session.client` is the connection) is fenced too; one that holds only
+ * data (options, a row) is handed back as it is. A native Promise is handed back as it is: its call already ran, inside the
  * transaction. Methods run with the driver object itself as `this` (native methods refuse a Proxy receiver).
  */
 export function fenceHandle<T>(target: T, fence: Fence, label: string): T {
@@ -44,7 +46,7 @@ function fenced(target: object, fence: Fence, label: string): object {
       const value: unknown = Reflect.get(object, property, object);
       if (typeof value === 'function') {
         if (property === 'constructor') return value;
-      } else if (!driverObject(value)) {
+      } else if (!driverObject(value) && !holdsDriver(value)) {
         return value;
       }
       const known = members?.get(property);
@@ -88,4 +90,13 @@ function driverObject(value: unknown): value is object {
   const proto = Object.getPrototypeOf(value) as object | null;
   if (proto === null || proto === Object.prototype || proto === Array.prototype) return false;
   return !(ArrayBuffer.isView(value) || value instanceof ArrayBuffer || value instanceof Date || value instanceof RegExp || value instanceof Error);
+}
+
+/** A plain object (a property's, not a call's result) one of whose own values can run statements: Drizzle's `tx._`. */
+function holdsDriver(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as object | null;
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const inner of Object.values(value)) if (typeof inner === 'function' || driverObject(inner)) return true;
+  return false;
 }

@@ -121,6 +121,22 @@ describe('the ctx.tx fence', () => {
     expect(driver.log).toEqual(['wire INSERT during']);
   });
 
+  it('fences a driver object under a plain object in a property (Drizzle’s tx._.session), and leaves plain data objects alone', () => {
+    const driver = new FakeDriver();
+    const internals = { session: new Wire(driver.log), schema: { tables: 1 } };
+    Object.assign(driver, { _: internals });
+    const fence: { closedBecause: string | undefined } = { closedBecause: undefined };
+    const tx = fenceHandle(driver as FakeDriver & { _: typeof internals }, fence, 'ctx.tx');
+    const session = tx._.session;
+    session.query('INSERT during');
+    expect(tx._.schema).toBe(internals.schema);
+    fence.closedBecause = 'its answer';
+    expect(() => session.query('INSERT after')).toThrow(TransactionEndedError);
+    expect(() => tx._.session.query('INSERT after')).toThrow(TransactionEndedError);
+    expect(driver.log).toEqual(['wire INSERT during']);
+    expect(tx.options).toBe(driver.options);
+  });
+
   it('leaves rows, bytes, dates and plain option objects as they are (the same objects)', () => {
     const { driver, tx, close } = opened();
     expect(tx.first()).toBe(driver.row);

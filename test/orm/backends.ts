@@ -161,10 +161,13 @@ export async function openOrm(combo: Combo, name: string, file: string): Promise
         lateWrites: (tx, key) => {
           const query = (tx as typeof db).insert(orderTable).values({ key });
           const client = (tx as unknown as { session: { client: pg.PoolClient } }).session.client;
+          // Drizzle's internals object is plain; its session leads to the same connection.
+          const internal = (tx as unknown as { _: { session: { client: pg.PoolClient } } })._.session.client;
           return [
             { what: 'await tx.insert(…).values(…)', run: () => query },
             { what: 'query.execute()', run: () => query.execute() },
             { what: 'tx.session.client.query(…)', run: () => client.query(`INSERT INTO ${orders} (key) VALUES ($1)`, [key]) },
+            { what: 'tx._.session.client.query(…)', run: () => internal.query(`INSERT INTO ${orders} (key) VALUES ($1)`, [key]) },
           ];
         },
         countOrders: async (key) => Number((await pool.query(`SELECT count(*) AS n FROM ${orders} WHERE key = $1`, [key])).rows[0].n),
