@@ -189,8 +189,9 @@ export function baselineFrom(results: InstrResults, tolerance: number): Baseline
   };
 }
 
-export function checkBaseline(results: InstrResults, baseline: Baseline): { ok: boolean; lines: string[] } {
+export function checkBaseline(results: InstrResults, baseline: Baseline): { ok: boolean; lines: string[]; failed: InstrWorkload[] } {
   const lines: string[] = [];
+  const failed: InstrWorkload[] = [];
   let ok = true;
   if (results.node !== baseline.node) {
     lines.push(`note: the baseline was counted on Node ${baseline.node}, this run on ${results.node}: a different V8 counts differently (refresh the baseline with the Node version change)`);
@@ -218,9 +219,13 @@ export function checkBaseline(results: InstrResults, baseline: Baseline): { ok: 
     const limit = before.added * (1 + baseline.tolerance);
     const change = (after.added - before.added) / before.added;
     const pass = after.added <= limit;
-    if (!pass) ok = false;
+    if (!pass) {
+      ok = false;
+      failed.push(workload);
+    }
+    const runs = results.runs.filter((r) => r.framework === 'fastify' && r.workload === workload && r.impl === 'idemkit' && r.store === 'memory').length;
     lines.push(
-      `${pass ? 'PASS' : 'FAIL'}: Fastify + memory, ${WORKLOAD_LABEL[workload]}: idemkit adds ${k(after.added)} instructions per request, ` +
+      `${pass ? 'PASS' : 'FAIL'}: Fastify + memory, ${WORKLOAD_LABEL[workload]}${runs > 1 ? ` (medians of ${runs} runs)` : ''}: idemkit adds ${k(after.added)} instructions per request, ` +
         `the baseline ${k(before.added)} (${change >= 0 ? '+' : '−'}${Math.abs(change * 100).toFixed(1)} %; limit ${k(limit)}, +${(baseline.tolerance * 100).toFixed(0)} %). ` +
         `bare ${k(after.bare)} (baseline ${k(before.bare)}), idemkit ${k(after.idemkit)} (baseline ${k(before.idemkit)})`,
     );
@@ -231,5 +236,5 @@ export function checkBaseline(results: InstrResults, baseline: Baseline): { ok: 
         'rewrite the baseline (npm run bench:instructions -- --guard --update-baseline) in a commit that says why.',
     );
   }
-  return { ok, lines };
+  return { ok, lines, failed };
 }

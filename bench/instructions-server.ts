@@ -66,6 +66,8 @@ const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
+// Interrupted: the servers under valgrind go too ('exit' handlers do not run on a signal's default action).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
 /** Starts the server; `keepDumps` keeps callgrind's dump files in `outDir` (otherwise each is deleted once read). */
 export async function startCallgrindServer(config: ServerConfig, outDir: string, keepDumps: boolean, log: (line: string) => void): Promise<CallgrindServer> {

@@ -94,7 +94,8 @@ const stores: readonly InstrStore[] = guard ? ['memory'] : list('--stores', flag
 const workloads: readonly InstrWorkload[] = guard ? INSTR_WORKLOADS : list('--workloads', flags.workloads ?? env.BENCH_INSTR_WORKLOADS, INSTR_WORKLOADS);
 const withPeer = !guard && list('--peers', flags.peers ?? env.BENCH_INSTR_PEERS, ['node-idempotency'] as const).length > 0;
 /** Server processes per row (each a fresh process: its own JIT and GC history). */
-const runs = count('--runs', flags.runs ?? env.BENCH_INSTR_RUNS, 1);
+// A baseline is the median of three: one process now and then settles on a slower path for its life (see main).
+const runs = count('--runs', flags.runs ?? env.BENCH_INSTR_RUNS, flags['update-baseline'] ? 3 : 1);
 /** Rows that wait on Redis or PostgreSQL vary more from run to run (how many answers one wake-up of the event loop finds). */
 const networkRuns = count('--network-runs', flags['network-runs'] ?? env.BENCH_INSTR_NETWORK_RUNS, Math.max(runs, guard ? 1 : 3));
 const warmupRequests = count('--warmup', flags.warmup ?? env.BENCH_INSTR_WARMUP, 10_000);
@@ -239,28 +240,19 @@ async function main(): Promise<number> {
   mkdirSync(outDir, { recursive: true });
   const measured: InstrRun[] = [];
   const started = Date.now();
-  try {
-    for (const framework of frameworks) {
-      for (const workload of workloads) {
-        const subjects = subjectsFor(framework);
-        const most = Math.max(...subjects.map(runsOf));
-        // Round by round, so a row's runs are spread over the group's time, not back to back.
-        for (let round = 0; round < most; round++) {
-          for (const subject of subjects) {
-            if (round >= runsOf(subject)) continue;
-            const run = await measure(framework, workload, subject, outDir);
-            if (run) measured.push(run);
-          }
-        }
+  /** Each subject of a framework and workload, `rounds(subject)` times, round by round (a row's runs spread over the group's time). */
+  const measureGroup = async (framework: Framework, workload: InstrWorkload, rounds: (s: Subject) => number) => {
+    const subjects = subjectsFor(framework);
+    const most = Math.max(...subjects.map(rounds));
+    for (let round = 0; round < most; round++) {
+      for (const subject of subjects) {
+        if (round >= rounds(subject)) continue;
+        const run = await measure(framework, workload, subject, outDir);
+        if (run) measured.push(run);
       }
     }
-  } finally {
-    if (flags['keep-profiles'] === undefined) rmSync(outDir, { recursive: true, force: true });
-    else log(`callgrind dumps kept in ${outDir} (callgrind.<pid>.1-01 is a counted window's main thread)`);
-  }
-  log(`took ${((Date.now() - started) / 60_000).toFixed(1)} min`);
-
-  const results: InstrResults = {
+  };
+  const resultsNow = (): InstrResults => ({
     date: new Date().toISOString(),
     commit: gitHead(),
     srcHash: srcHash(),
@@ -271,9 +263,32 @@ async function main(): Promise<number> {
     connections,
     warmupRequests,
     countedRequests,
-    runs: measured,
+    runs: [...measured],
     versions: packageVersions(),
-  };
+  });
+  let verdict: ReturnType<typeof checkBaseline> | undefined;
+  try {
+    for (const framework of frameworks) for (const workload of workloads) await measureGroup(framework, workload, runsOf);
+    const baseline = guard && !flags['update-baseline'] ? readBaseline() : undefined;
+    if (baseline) {
+      verdict = checkBaseline(resultsNow(), baseline);
+      if (verdict.failed.length > 0) {
+        // Now and then a server process settles for its whole life on a slower path (~13 % more on a
+        // new key: an inline cache of V8's that keeps missing; docs/performance.md). A failure is
+        // confirmed on two more processes per side, and the medians of three decide.
+        for (const line of verdict.lines) log(line);
+        log(`confirming on two more server processes per side: ${verdict.failed.join(', ')}`);
+        for (const workload of verdict.failed) await measureGroup('fastify', workload, () => 2);
+        verdict = checkBaseline(resultsNow(), baseline);
+      }
+    }
+  } finally {
+    if (flags['keep-profiles'] === undefined) rmSync(outDir, { recursive: true, force: true });
+    else log(`callgrind dumps kept in ${outDir} (callgrind.<pid>.1-01 is a counted window's main thread)`);
+  }
+  log(`took ${((Date.now() - started) / 60_000).toFixed(1)} min`);
+
+  const results = resultsNow();
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(new URL(`./results/instructions${guard ? '-guard' : ''}.json`, import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
   const markdown = renderMarkdown(results);
@@ -281,19 +296,17 @@ async function main(): Promise<number> {
 
   if (flags['update-baseline']) {
     const previous = readBaseline();
-    const tolerance = flags.tolerance !== undefined ? Number(flags.tolerance) : (previous?.tolerance ?? 0.03);
+    const tolerance = flags.tolerance !== undefined ? Number(flags.tolerance) : (previous?.tolerance ?? 0.05);
     const baseline: Baseline = baselineFrom(results, tolerance);
     writeFileSync(baselineUrl, `${JSON.stringify(baseline, null, 2)}\n`);
     log(`written: ${baselineUrl.pathname} (commit it with a message that says why the baseline moved)`);
     return 0;
   }
   if (guard) {
-    const baseline = readBaseline();
-    if (!baseline) {
+    if (!verdict) {
       log(`no baseline at ${baselineUrl.pathname}: run with --update-baseline first`);
       return 2;
     }
-    const verdict = checkBaseline(results, baseline);
     for (const line of verdict.lines) log(line);
     return verdict.ok ? 0 : 1;
   }
