@@ -44,6 +44,8 @@ describe('package exports', () => {
       './knex',
       './typeorm',
       './prisma',
+      './lambda',
+      './middy',
     ]);
     // `idemkit-source` goes before `types`: TypeScript (customConditions in tsconfig.json) takes the
     // first condition that matches, and would otherwise check this repository against a stale dist/.
