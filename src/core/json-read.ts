@@ -24,14 +24,16 @@ interface Open {
 /**
  * Where a number of the text might have more digits than a double holds: 16 digits or more (16
  * characters that are digits or `.`, from a digit to a digit: every mantissa of 16 digits has such
- * a stretch), or an exponent of 3 digits. Digits inside strings match too; that only costs the
- * slower reader. Where it does not match, every number has at most 15 significant digits and lies
- * well inside the range of normal doubles (10^±114), so the shortest form of its double
- * (ECMAScript's, RFC 8785's) has exactly the number's own decimal value, and JSON.parse loses
- * nothing that `canonicalNumber` keeps. Written out rather than with `{14}`: irregexp scans a
- * fixed sequence several times faster (~50 ns for 200 bytes).
+ * a stretch), or an exponent of 3 digits on a number (the lookbehind, tried only after an `e` and
+ * 3 digits matched, asks for a number token back to a `:`, `,`, `[`, whitespace or the start: an
+ * id in a string such as `"cus_8e03978e"` is no number). Digits inside strings may still match;
+ * that only costs the slower reader. Where it does not match, every number has at most 15
+ * significant digits and lies well inside the range of normal doubles (10^±114), so the shortest
+ * form of its double (ECMAScript's, RFC 8785's) has exactly the number's own decimal value, and
+ * JSON.parse loses nothing that `canonicalNumber` keeps. Written out rather than with `{14}`:
+ * irregexp scans a fixed sequence several times faster (~50 ns for 200 bytes).
  */
-export const MAY_LOSE_DIGITS = new RegExp(`\\d${'[\\d.]'.repeat(14)}\\d|[eE][+-]?\\d\\d\\d`);
+export const MAY_LOSE_DIGITS = new RegExp(`\\d${'[\\d.]'.repeat(14)}\\d|[eE][+-]?\\d\\d\\d(?<=(?:^|[\\s:,[])-?\\d+(?:\\.\\d+)?[eE][+-]?\\d+)`);
 
 /**
  * `canonicalJsonText` by reading the text in JS, iteratively (so any depth is read without

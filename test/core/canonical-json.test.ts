@@ -11,6 +11,7 @@ import {
   readCanonicalJson,
   writeRecursive,
 } from '../../src/core/canonical-json.js';
+import { MAY_LOSE_DIGITS } from '../../src/core/json-read.js';
 
 /** A small seeded PRNG, so a failing case can be replayed. */
 function prng(seed: number) {
@@ -334,6 +335,17 @@ describe('canonicalJsonText', () => {
       // And the exact value tree writes the same text.
       expect(canonicalJson(parseJsonExact(text)!.value), text).toBe(exact);
       expect(canonicalJson(parseJsonKeepingDigits(text)!.value), text).toBe(exact);
+    }
+  });
+
+  it('reads by its own digits every number with a 3-digit exponent, and not an id in a string that looks like one', () => {
+    for (const text of ['1e100', '[1e100]', '{"a":1e100}', '{"a": -1.5E+300}', '{"a":[1,2e-123]}', '\t1e200', '{"a":0.5e100}', '{"a":\n1e999}', '[1,\r-2E0100]']) {
+      expect(MAY_LOSE_DIGITS.test(text), text).toBe(true);
+    }
+    // Hex and base-36 ids (Stripe's, a hash's) often hold an `e` and three digits.
+    for (const text of ['{"customer":"cus_8e03978e"}', '{"id":"ab_1e234"}', '{"a":1e99}', '["x-1e100"]']) {
+      expect(MAY_LOSE_DIGITS.test(text), text).toBe(false);
+      expect(canonicalJsonText(text), text).toBe(readCanonicalJson(text));
     }
   });
 
