@@ -32,6 +32,7 @@ describe('package exports', () => {
       './nest',
       './stores/postgres',
       './stores/redis',
+      './stores/dynamodb',
       './stores/mysql',
       './client',
       './patterns',
@@ -200,6 +201,15 @@ describe('what an application installs with idemkit (issue 16, item 14)', () => 
     }
     const importers = spawnSync('grep', ['-rlE', "from '(@nestjs/|rxjs)", join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n');
     expect(importers.every((file) => file.slice(root.length + 1).startsWith('src/nest/')), importers.join(', ')).toBe(true);
+  });
+
+  it('the AWS SDK for DynamoDB is an optional peer that only `idemkit/stores/dynamodb` imports, in one file (issue 30, item 1)', () => {
+    expect(pkg.peerDependenciesMeta['@aws-sdk/client-dynamodb']?.optional).toBe(true);
+    expect(pkg.dependencies['@aws-sdk/client-dynamodb']).toBeUndefined();
+    const installed = (JSON.parse(readFileSync(join(root, 'node_modules/@aws-sdk/client-dynamodb/package.json'), 'utf8')) as { version: string }).version;
+    expect(semver.satisfies(installed, pkg.peerDependencies['@aws-sdk/client-dynamodb']!)).toBe(true);
+    const importers = spawnSync('grep', ['-rlE', "from '@aws-sdk/", join(root, 'src')], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean);
+    expect(importers.map((file) => file.slice(root.length + 1))).toEqual(['src/stores/dynamodb/client.ts']);
   });
 
   // Issue 18, item 3: each ORM bridge is its own entry point; nothing else loads the ORM. Prisma's
