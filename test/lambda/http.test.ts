@@ -100,6 +100,25 @@ describe('the lease never outlives the invocation', () => {
     store.close();
   });
 
+  it('without a Lambda context, 10 rounds of 20 concurrent invocations with one key run once per round (the race check that made Powertools run 10 twice)', async () => {
+    const store = memoryStore();
+    const app = counting();
+    const handler = withIdempotency(app.handler, { store, scope: tenantOf });
+    for (let round = 0; round < 10; round++) {
+      const event = restEvent(request({ headers: keyed(randomUUID()), body: '{"amount":1}' }), 'tenant-a');
+      let open!: () => void;
+      app.holdNext(new Promise<void>((resolve) => (open = resolve)));
+      const first = handler(event, undefined as unknown as Context);
+      // The first holds the key until the 19 others have their answers: each meets it in flight.
+      const others = await Promise.all(Array.from({ length: 19 }, () => handler(event, undefined as unknown as Context)));
+      open();
+      expect((await first).statusCode).toBe(201);
+      expect(others.map((r) => r.statusCode)).toEqual(Array(19).fill(409));
+    }
+    expect(app.runs).toHaveLength(10);
+    store.close();
+  });
+
   it('each renewal asks for at most the time left then plus the margin', async () => {
     const inner = memoryStore({ sweepIntervalMs: 0 });
     const { store, claims, renewals } = leaseSpy(inner);
