@@ -3,7 +3,7 @@
  * lengths are kept beside them), `inspect` is one consistent GetItem and `purge` one conditional
  * DeleteItem. A pass over the table: for an operator, not for a request's path.
  */
-import type { PurgeOutcome, RecordDetails, RecordSummary, StoreAdmin } from '../../core/store.js';
+import type { PurgeOutcome, RecordDetails, RecordRef, RecordSummary, StoreAdmin } from '../../core/store.js';
 import { summarize, tokenPrefix, walkingAdmin } from '../shared/admin.js';
 import type { Sender } from './client.js';
 import { ConditionFailed } from './client.js';
@@ -24,8 +24,8 @@ const SUMMARY = Object.values(A)
   .join(', ');
 
 export function dynamodbAdmin(a: DynamoAdminAccess): StoreAdmin {
-  const details = (item: Item, now: number, withBody: boolean): RecordDetails => {
-    const r = readItem(item, a.table, withBody);
+  const details = (item: Item, now: number, withBody: boolean, ref?: RecordRef): RecordDetails => {
+    const r = readItem(item, a.table, withBody, ref);
     return {
       ...toRecord(r),
       tokenPrefix: tokenPrefix(r.token),
@@ -59,7 +59,7 @@ export function dynamodbAdmin(a: DynamoAdminAccess): StoreAdmin {
     },
     async inspect(ref) {
       const { Item: item } = await a.send('GetItem', { TableName: a.table, Key: keyOf(ref), ConsistentRead: true });
-      return item && details(item, a.clock(), true);
+      return item && details(item, a.clock(), true, ref);
     },
     async purge(ref, force): Promise<PurgeOutcome> {
       const condition = force ? `attribute_exists(#${A.pk})` : `#${A.state} = :completed`;

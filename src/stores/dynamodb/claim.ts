@@ -54,7 +54,7 @@ export async function claim(c: DynamoContext, ref: RecordRef, fingerprint: strin
     }
     // Gone between the put and the read (released, reaped): claim again.
     if (old === undefined) continue;
-    const r = readItem(old, c.table);
+    const r = readItem(old, c.table, true, ref);
     // Expired by this clock, yet the condition failed: another writer changed it meanwhile.
     if (isExpired(r, cut)) continue;
     if (r.fingerprint !== fingerprint) return { kind: 'mismatch' };
@@ -116,6 +116,6 @@ async function takeOver(c: DynamoContext, ref: RecordRef, r: ItemRecord, fingerp
     if (error instanceof ConditionFailed) return undefined;
     throw error;
   }
-  const taken = attributes === undefined ? r : readItem(attributes, c.table);
+  const taken = attributes === undefined ? r : readItem(attributes, c.table, true, ref);
   return { kind: 'acquired', token, takeover: true, resumeFrom: taken.recoveryPoint, recoveryData: taken.recoveryData };
 }

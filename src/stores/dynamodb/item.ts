@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { CorruptRecordError } from '../../core/errors.js';
 import type { IdempotencyRecord, RecordRef, StoredResponse } from '../../core/store.js';
+import { headersProblem, statusProblem } from '../shared/stored-response.js';
 
 /** An AttributeValue as the SDK sends and returns it; only the kinds the store writes. */
 export interface AttributeValue {
@@ -124,29 +125,38 @@ export interface ItemRecord extends IdempotencyRecord {
 }
 
 /** Reads an item; throws `CorruptRecordError` naming the table and what is wrong. */
-export function readItem(item: Item, table: string, withBody = true): ItemRecord {
+export function readItem(item: Item, table: string, withBody = true, ref?: RecordRef): ItemRecord {
   const scope = item[A.scope]?.S;
   const key = item[A.key]?.S;
   const where = `the record ${scope === undefined || key === undefined ? `with pk ${JSON.stringify(item[A.pk]?.S)}` : `(${JSON.stringify(scope)}, ${JSON.stringify(key)})`} in table ${table}`;
   const corrupt = (why: string) => new CorruptRecordError(`dynamodb store: ${where} cannot be read: ${why}`);
+  /** An epoch-ms time or a count: a safe integer, stored as a number (N). */
   const num = (name: string, optional = false): number | undefined => {
-    const v = item[name]?.N;
-    if (v === undefined) {
-      if (optional) return undefined;
-      throw corrupt(`attribute ${name} is missing or not a number`);
-    }
+    const value = item[name];
+    if (value === undefined && optional) return undefined;
+    const v = value?.N;
+    if (v === undefined) throw corrupt(`attribute ${name} is missing or not a number`);
     const parsed = Number(v);
-    if (!Number.isFinite(parsed)) throw corrupt(`attribute ${name} is ${JSON.stringify(v)}`);
+    if (!Number.isSafeInteger(parsed)) throw corrupt(`attribute ${name} is not an integer: ${JSON.stringify(v)}`);
     return parsed;
   };
+  /** A text attribute (S); absent is undefined where allowed. */
+  const str = (name: string, optional = false): string | undefined => {
+    const value = item[name];
+    if (value === undefined && optional) return undefined;
+    if (typeof value?.S !== 'string') throw corrupt(`attribute ${name} is missing or not text`);
+    return value.S;
+  };
   if (scope === undefined || key === undefined) throw corrupt('the scope or the key is missing');
+  // The item was found by the hash of `ref`: another scope or key in it is a damaged record.
+  if (ref !== undefined && (scope !== ref.scope || key !== ref.key)) throw corrupt('it holds another scope or key than the one it was read for');
   const state = item[A.state]?.S;
   if (state !== IN_FLIGHT && state !== COMPLETED) throw corrupt(`unknown state ${JSON.stringify(state)}`);
-  const fingerprint = item[A.fingerprint]?.S;
-  const token = item[A.token]?.S;
-  if (fingerprint === undefined || token === undefined) throw corrupt('the fingerprint or the token is missing');
+  const fingerprint = str(A.fingerprint)!;
+  const token = str(A.token)!;
+  const recoveryPoint = str(A.recoveryPoint, true);
   let recoveryData: unknown;
-  const rd = item[A.recoveryData]?.S;
+  const rd = str(A.recoveryData, true);
   if (rd !== undefined) {
     try {
       recoveryData = JSON.parse(rd) as unknown;
@@ -157,18 +167,29 @@ export function readItem(item: Item, table: string, withBody = true): ItemRecord
   let response: StoredResponse | undefined;
   let bodyBytes: number | null = null;
   if (state === COMPLETED) {
-    const omitted = item[A.bodyOmitted]?.BOOL === true;
-    let headers: Array<[string, string]>;
+    const bo = item[A.bodyOmitted];
+    if (bo !== undefined && typeof bo.BOOL !== 'boolean') throw corrupt(`attribute ${A.bodyOmitted} is not a boolean`);
+    const omitted = bo?.BOOL === true;
+    const status = num(A.status)!;
+    const badStatus = statusProblem(status);
+    if (badStatus !== undefined) throw corrupt(badStatus);
+    let headers: unknown;
     try {
-      headers = JSON.parse(item[A.headers]?.S ?? '') as Array<[string, string]>;
+      headers = JSON.parse(str(A.headers)!) as unknown;
     } catch {
       throw corrupt('the stored headers are not JSON');
     }
-    const stored = item[A.body]?.B;
-    bodyBytes = omitted ? null : (num(A.bodyBytes, true) ?? stored?.byteLength ?? 0);
-    // No body attribute and not omitted: an empty body (written without the attribute).
-    const body = omitted ? null : withBody ? new Uint8Array(stored ?? new Uint8Array(0)) : null;
-    response = { status: num(A.status)!, headers, body, bodyOmitted: omitted };
+    const badHeaders = headersProblem(headers);
+    if (badHeaders !== undefined) throw corrupt(badHeaders);
+    const stored = item[A.body];
+    if (stored !== undefined && !(stored.B instanceof Uint8Array)) throw corrupt(`attribute ${A.body} is not binary`);
+    const length = num(A.bodyBytes, true);
+    // Written with the body (its length when it was stored); a mismatch is a damaged record.
+    if (!omitted && stored?.B !== undefined && length !== undefined && length !== stored.B.byteLength) throw corrupt(`attribute ${A.bodyBytes} is not the body's length`);
+    bodyBytes = omitted ? null : (length ?? stored?.B?.byteLength ?? 0);
+    // No body attribute and not omitted: an empty body. A listing reads no body (withBody false).
+    const body = omitted ? null : withBody ? new Uint8Array(stored?.B ?? new Uint8Array(0)) : null;
+    response = { status, headers: headers as Array<[string, string]>, body, bodyOmitted: omitted };
   }
   return {
     scope,
@@ -179,7 +200,7 @@ export function readItem(item: Item, table: string, withBody = true): ItemRecord
     attempt: num(A.attempt)!,
     leaseUntil: num(A.leaseUntil)!,
     expiresAt: num(A.expiresAt)!,
-    recoveryPoint: item[A.recoveryPoint]?.S,
+    recoveryPoint,
     recoveryData,
     response,
     createdAt: num(A.createdAt, true),

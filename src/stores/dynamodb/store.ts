@@ -211,7 +211,7 @@ export function dynamodbStore(options: DynamoDBStoreOptions): DynamoDBStore {
     async get(ref): Promise<IdempotencyRecord | undefined> {
       checkRecordRef(ref);
       const { Item: item } = await send('GetItem', { TableName: table, Key: keyOf(ref), ConsistentRead: true });
-      return item && toRecord(readItem(item, table));
+      return item && toRecord(readItem(item, table, true, ref));
     },
     /**
      * Deletes expired records that DynamoDB's TTL has not deleted yet (it may take days). A Scan
