@@ -7,6 +7,7 @@
 // The link goes; the runtime legs call node_modules/node22/bin/node and node24's by path.
 import { lstatSync, readlinkSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import process from 'node:process';
 
 const link = join(import.meta.dirname, '..', 'node_modules', '.bin', 'node');
 let target;
