@@ -34,6 +34,7 @@ describe('package exports', () => {
       './stores/redis',
       './stores/dynamodb',
       './stores/mysql',
+      './stores/durable-objects',
       './client',
       './patterns',
       './messaging',
