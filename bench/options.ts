@@ -58,6 +58,8 @@ export interface BenchOptions {
   readonly peers: ReadonlyArray<Exclude<Impl, 'bare' | 'idemkit'>>;
   readonly race: boolean;
   readonly latency: boolean;
+  /** The floors part (bench/floors.ts): PostgreSQL and SQLite against a raw loop of their statements. */
+  readonly floors: boolean;
   /** Print the plan and its estimated duration, and stop. */
   readonly estimate: boolean;
 }
@@ -72,6 +74,7 @@ export function readBenchOptions(args: readonly string[] = process.argv.slice(2)
       'no-delay': { type: 'boolean', default: false },
       'no-race': { type: 'boolean', default: false },
       'no-latency': { type: 'boolean', default: false },
+      'no-floors': { type: 'boolean', default: false },
       estimate: { type: 'boolean', default: false },
       framework: { type: 'string' },
       workload: { type: 'string' },
@@ -127,6 +130,7 @@ export function readBenchOptions(args: readonly string[] = process.argv.slice(2)
     peers: list('BENCH_PEERS', PEERS),
     race: !flags['no-race'],
     latency: !flags['no-latency'],
+    floors: !flags['no-floors'],
     estimate: flags.estimate,
   };
 }

@@ -9,22 +9,28 @@
  *      each peer on each store it supports, one server process per configuration, autocannon in
  *      this process; warm-up, then N runs, medians (Koa and Nest: a reduced matrix by default,
  *      REDUCED_MATRIX in options.ts);
- *   4. latency at a fixed rate of half the bare framework's maximum, on Redis.
+ *   4. latency at a fixed rate of half the bare framework's maximum, on Redis;
+ *   5. the floors (floors.ts): PostgreSQL and SQLite against a raw loop of the statements the
+ *      store sends, in their own section of RESULTS.md (`npm run bench:floors` runs it alone).
  *
- * Writes bench/RESULTS.md (markdown.ts), bench/results-chart.svg (chart.ts), and
+ * Writes bench/RESULTS.md (markdown.ts; the sections other parts wrote into it, such as
+ * `npm run bench:instructions`'s, are kept), bench/results-chart.svg (chart.ts), and
  * bench/results/latest.json (every run; bench/render.ts rewrites the report from it).
  * Never fails on a missed target; exits 1 when a bare or idemkit configuration measured something
  * other than its workload (non-2xx answers, handler counts that do not match).
  *
  * What to run (subsets, run lengths, --quick, --estimate, …) is read in options.ts.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { raceCase } from 'idemkit/check';
 import type { LoadSample, ServerHandle } from './harness.js';
 import { CONNECTIONS, connectionsFor, freshKey, nonce, post, replayKeys, runLoad, startServer, waitForQuiet } from './harness.js';
 import type { PacedSample } from './paced.js';
 import { runPaced } from './paced.js';
+import type { FloorResults } from './floors-report.js';
+import { floorsSection, keepSections, replaceSection } from './floors-report.js';
+import { measureFloors } from './floors.js';
 import { PEER_STORES, notApplicable } from './peers/applicability.js';
 import { NotApplicable } from './peers/types.js';
 import type { RawResults } from './raw-store.js';
@@ -404,6 +410,12 @@ function estimateSeconds(): number {
     if (options.race) total += (raceSubjects(framework).length + (framework === POWERTOOLS_VARIANTS_ON ? 2 : 0)) * raceServer;
     if (options.latency) total += 2 * latencySubjects(framework).length * (startup + 2 * warmupSec + latencyRuns * durationSec);
   }
+  if (options.floors) {
+    // Two workloads each: PostgreSQL's two sides (warm-up, then each repetition after a quiet check);
+    // SQLite's in-process loops (a few seconds) and a server timed under load.
+    if (SERVER_STORES.includes('postgres')) total += 2 * (2 * warmupSec + runs * (2 * durationSec + 1));
+    if (SERVER_STORES.includes('sqlite')) total += 10 + 3 + 2 * (warmupSec + runs * (durationSec + 1));
+  }
   return total;
 }
 
@@ -461,6 +473,21 @@ async function main(): Promise<void> {
     }
   }
 
+  let floors: FloorResults | undefined;
+  if (options.floors) {
+    floors = await measureFloors({
+      stores: SERVER_STORES,
+      repetitions: runs,
+      durationSec,
+      warmupSec,
+      iterations: rawIterations,
+      noiseLimit,
+      quietWaitMs,
+      command: 'npm run bench (its floors part)',
+      log,
+    });
+  }
+
   const ours = configs.filter((c) => c.impl === 'bare' || c.impl === 'idemkit');
   const rows = buildRows(ours, raw);
   const results: BenchResults = {
@@ -503,9 +530,12 @@ async function main(): Promise<void> {
 
   const dir = new URL('./results/', import.meta.url);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(new URL('latest.json', dir), `${JSON.stringify({ ...results, rows }, null, 2)}\n`);
-  const resultsMd = writeResultsMarkdown(results, rows, notApplicable);
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), resultsMd);
+  writeFileSync(new URL('latest.json', dir), `${JSON.stringify({ ...results, rows, floors }, null, 2)}\n`);
+  const resultsUrl = new URL('./RESULTS.md', import.meta.url);
+  let resultsMd = writeResultsMarkdown(results, rows, notApplicable);
+  if (floors) resultsMd = replaceSection(resultsMd, 'floors', floorsSection(floors));
+  resultsMd = keepSections(readIfThere(resultsUrl), resultsMd);
+  writeFileSync(resultsUrl, resultsMd);
   writeChart(results, new URL('./results-chart.svg', import.meta.url));
   process.stdout.write(`\n${resultsMd}\n`);
   log('written: bench/RESULTS.md, bench/results-chart.svg, bench/results/latest.json');
@@ -516,6 +546,14 @@ async function main(): Promise<void> {
     // Not a missed target: these numbers measured something other than the intended workload.
     log(`error: ${invalid.length} bare/idemkit configuration(s) did not measure what they should (see "problems")`);
     process.exitCode = 1;
+  }
+}
+
+function readIfThere(file: URL): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
   }
 }
 

@@ -4,7 +4,7 @@ import { readBenchOptions } from '../../bench/options.js';
 describe('bench options: flags and BENCH_* variables', () => {
   it('runs everything by default, and shorter runs with --quick', () => {
     const all = readBenchOptions([], {});
-    expect(all).toMatchObject({ durationSec: 2, runs: 5, race: true, latency: true, estimate: false });
+    expect(all).toMatchObject({ durationSec: 2, runs: 5, race: true, latency: true, floors: true, estimate: false });
     expect(all.frameworks).toEqual(['fastify', 'express', 'koa', 'nest']);
     expect(all.plans).toEqual(['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms']);
     expect(all.stores).toEqual(['memory', 'sqlite', 'postgres', 'redis']);
@@ -14,12 +14,12 @@ describe('bench options: flags and BENCH_* variables', () => {
   });
 
   it('narrows to subsets, "none" for no peers, and flags over variables', () => {
-    const some = readBenchOptions(['--no-race', '--no-latency', '--no-delay', '--estimate'], {
+    const some = readBenchOptions(['--no-race', '--no-latency', '--no-floors', '--no-delay', '--estimate'], {
       BENCH_FRAMEWORKS: 'express',
       BENCH_STORES: 'redis, memory',
       BENCH_PEERS: 'none',
     });
-    expect(some).toMatchObject({ frameworks: ['express'], stores: ['memory', 'redis'], peers: [], race: false, latency: false, estimate: true });
+    expect(some).toMatchObject({ frameworks: ['express'], stores: ['memory', 'redis'], peers: [], race: false, latency: false, floors: false, estimate: true });
     expect(some.plans).not.toContain('new-key-5ms');
     expect(readBenchOptions(['--framework=fastify', '--workload=replay'], { BENCH_FRAMEWORKS: 'express' })).toMatchObject({
       frameworks: ['fastify'],
