@@ -12,12 +12,16 @@ import type { LambdaContext, LambdaHttpEvent, LambdaHttpResult } from './events.
 import { isHttpApi } from './events.js';
 import { InvocationLeases } from './leases.js';
 
-/** The options of `withIdempotency` and of the middy middleware: the engine's, and the lease margin. */
-export type LambdaOptions<Store extends IdempotencyStore = IdempotencyStore, Transactional extends boolean = false> = IdempotencyOptions<
-  LambdaHttpEvent,
-  Store,
-  Transactional
-> & {
+/**
+ * The options of `withIdempotency` and of the middy middleware: the engine's, and the lease margin.
+ * `Event` is the handler's event type (`APIGatewayProxyEvent` of @types/aws-lambda, say): the
+ * `scope` hook receives the event as it came.
+ */
+export type LambdaOptions<
+  Store extends IdempotencyStore = IdempotencyStore,
+  Transactional extends boolean = false,
+  Event extends LambdaHttpEvent = LambdaHttpEvent,
+> = IdempotencyOptions<Event, Store, Transactional> & {
   /**
    * How long a claim's lease may outlive the invocation's `context.getRemainingTimeInMillis()`:
    * a retry of an invocation that timed out takes the key over this long after the timeout.

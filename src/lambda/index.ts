@@ -23,9 +23,9 @@ export type { RecordsOptions } from './records.js';
  */
 export function withIdempotency<Event extends LambdaHttpEvent, Context extends LambdaContext, Store extends IdempotencyStore, Transactional extends boolean = false>(
   handler: (event: Event, context: Context, ctx: ContextFor<Store, Transactional> | undefined) => LambdaHttpResult | Promise<LambdaHttpResult>,
-  options: LambdaOptions<Store, Transactional>,
+  options: LambdaOptions<Store, Transactional, Event>,
 ): (event: Event, context: Context) => Promise<LambdaHttpResult> {
-  const lambda = lambdaEngine(options as LambdaOptions<IdempotencyStore, boolean>, 'withIdempotency()');
+  const lambda = lambdaEngine(options as unknown as LambdaOptions<IdempotencyStore, boolean>, 'withIdempotency()');
   const { engine } = lambda;
   return async function idempotentHandler(event: Event, context: Context): Promise<LambdaHttpResult> {
     const { decision, end } = await decideEvent(lambda, event, context);

@@ -42,10 +42,10 @@ interface Running {
  * and before the body parsers: it fingerprints the body as API Gateway sent it. In the handler,
  * `middleware.context(context)` is the idempotency context (`ctx.tx` typed by the store).
  */
-export function idempotency<Store extends IdempotencyStore, Transactional extends boolean = false>(
-  options: LambdaOptions<Store, Transactional>,
+export function idempotency<Store extends IdempotencyStore, Transactional extends boolean = false, Event extends LambdaHttpEvent = LambdaHttpEvent>(
+  options: LambdaOptions<Store, Transactional, Event>,
 ): IdempotencyMiddleware<ContextFor<Store, Transactional>> {
-  const lambda = lambdaEngine(options as LambdaOptions<IdempotencyStore, boolean>, 'idempotency()');
+  const lambda = lambdaEngine(options as unknown as LambdaOptions<IdempotencyStore, boolean>, 'idempotency()');
   const { engine } = lambda;
   // Keyed by middy's request, and the Lambda context for the handler: both live for one invocation.
   const running = new WeakMap<object, Running>();
