@@ -20,7 +20,7 @@ export const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
 const STORE_OPTIONS = `Store:
       --store URL            ${URL_FORMS}
                              (default: $IDEMKIT_STORE_URL)
-      --table NAME           SQL stores: the records' table (default idempotency_records)
+      --table NAME           SQL stores, DynamoDB: the records' table (default idempotency_records)
       --schema NAME          PostgreSQL: the table's schema (default public)
       --prefix PREFIX        Redis: the records' key prefix (default idemkit)`;
 
@@ -30,7 +30,8 @@ export const STORE_USAGE: Record<StoreCommand, string> = {
 Creates the records' table (and, on PostgreSQL, its claim function) if missing, or brings the
 function up to date, and adds the columns a table made by an earlier idemkit lacks (created_at,
 updated_at; its rows keep them empty: unknown); prints what it created, added, and found already
-there. Safe to run twice. Redis needs no migration.`,
+there. On DynamoDB: creates the table (on-demand capacity) and turns its TTL on. Safe to run
+twice. Redis needs no migration.`,
   inspect: `Usage: idemkit inspect KEY --scope SCOPE --store URL [--json]
 
 Shows one record: state, fingerprint, owner (token prefix, attempt), when it was created (claimed;

@@ -5,7 +5,7 @@
  */
 import { CliUsageError } from '../check/errors.js';
 
-export type StoreKind = 'sqlite' | 'postgres' | 'mysql' | 'redis';
+export type StoreKind = 'sqlite' | 'postgres' | 'mysql' | 'redis' | 'dynamodb';
 
 export interface StoreUrl {
   readonly kind: StoreKind;
@@ -13,6 +13,10 @@ export interface StoreUrl {
   readonly shown: string;
   /** sqlite: the file; others: the URL to connect to. */
   readonly target: string;
+  /** DynamoDB: the region of `dynamodb:REGION` (absent: the SDK's own, from AWS_REGION or the profile). */
+  readonly region?: string;
+  /** DynamoDB: the endpoint of `dynamodb+http://host:port` (DynamoDB Local, dynalite, LocalStack). */
+  readonly endpoint?: string;
   /** Redis Cluster: the seed nodes of `redis+cluster://host:port,host:port`. */
   readonly clusterNodes?: ReadonlyArray<{ host: string; port: number }>;
   /** The password and credential parameters, as written and decoded: `scrub` takes them out of messages. */
@@ -20,7 +24,7 @@ export interface StoreUrl {
 }
 
 export interface StoreNames {
-  /** SQL stores: the table (default idempotency_records). */
+  /** SQL stores and DynamoDB: the table (default idempotency_records). */
   readonly table?: string | undefined;
   /** PostgreSQL: the schema (default public). */
   readonly schema?: string | undefined;
@@ -36,7 +40,11 @@ export const STORE_FLAGS = {
   prefix: { type: 'string' },
 } as const;
 
-export const URL_FORMS = 'sqlite:FILE, postgres://…, mysql://… (or mariadb://…), redis://… (rediss://…, redis+cluster://host:port,host:port)';
+export const URL_FORMS =
+  'sqlite:FILE, postgres://…, mysql://… (or mariadb://…), redis://… (rediss://…, redis+cluster://host:port,host:port), dynamodb: (dynamodb:REGION, dynamodb+http://host:port)';
+
+/** An AWS region name: what `dynamodb:REGION` takes. */
+const REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 
 /** Parses a store URL; throws `CliUsageError` naming the forms it takes, never its password. */
 export function parseStoreUrl(url: string): StoreUrl {
@@ -47,6 +55,20 @@ export function parseStoreUrl(url: string): StoreUrl {
     return { kind: 'sqlite', shown: url, target: file, secrets: [] };
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+  // DynamoDB: credentials never go in the URL (the SDK reads them from the environment, the
+  // profile or the role), so nothing in it is secret.
+  // Nothing else is taken, and what is refused is not echoed: it may be a key pasted in.
+  if (scheme === 'dynamodb') {
+    const region = url.slice('dynamodb:'.length);
+    if (region.startsWith('//')) throw unsupported(`the store URL "dynamodb://…" is not a form: the table is a flag (--store dynamodb: --table NAME), the region dynamodb:REGION`);
+    if (region !== '' && !REGION.test(region)) throw unsupported(`the store URL "dynamodb:…" is not dynamodb: or dynamodb:REGION (an AWS region such as eu-west-1; credentials do not go in the URL)`);
+    return { kind: 'dynamodb', shown: url, target: url, ...(region === '' ? {} : { region }), secrets: [] };
+  }
+  if (scheme === 'dynamodb+http' || scheme === 'dynamodb+https') {
+    const match = /^dynamodb\+(https?):\/\/([\w.-]+|\[[\da-f:]+\])(:\d{1,5})?\/?$/i.exec(url);
+    if (!match) throw unsupported(`the store URL "${scheme}://…" is not ${scheme}://host:port (credentials, a path and options do not go in this form)`);
+    return { kind: 'dynamodb', shown: url, target: url, endpoint: `${match[1]!.toLowerCase()}://${match[2]}${match[3] ?? ''}`, secrets: [] };
+  }
   if (scheme === 'redis+cluster') {
     const nodes = url
       .slice('redis+cluster://'.length)

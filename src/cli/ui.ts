@@ -32,7 +32,7 @@ Options:
 Store:
       --store URL            ${URL_FORMS}
                              (default: $IDEMKIT_STORE_URL)
-      --table NAME           SQL stores: the records' table (default idempotency_records)
+      --table NAME           SQL stores, DynamoDB: the records' table (default idempotency_records)
       --schema NAME          PostgreSQL: the table's schema (default public)
       --prefix PREFIX        Redis: the records' key prefix (default idemkit)
   -h, --help

@@ -1,9 +1,9 @@
 /**
  * `idemkit ui`: the page over every store that has a URL (SQLite temp file, PostgreSQL, MariaDB,
- * Redis, each with its own table or prefix), through `runUi` in this process as the executable
- * runs it; the token and binding rules; and one run in a real browser (Debian's chromium driven by
- * playwright-core) against a record made through the Hono example, with the `idemkit ui`
- * executable as a subprocess.
+ * Redis, DynamoDB on dynalite, each with its own table or prefix), through `runUi` in this
+ * process as the executable runs it; the token and binding rules; and one run in a real browser
+ * (Debian's chromium driven by playwright-core) against a record made through the Hono example,
+ * with the `idemkit ui` executable as a subprocess.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -24,6 +24,7 @@ import { mysqlStore } from '../../src/stores/mysql/index.js';
 import { postgresStore } from '../../src/stores/postgres/index.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import { dynamodbStore } from '../../src/stores/dynamodb/index.js';
 import { runUi } from '../../src/cli/ui.js';
 import { SESSION_MAX_AGE_S, isLoopback } from '../../src/cli/ui/auth.js';
 import { esc } from '../../src/cli/ui/html.js';
@@ -31,6 +32,7 @@ import { startUi } from '../../src/cli/ui/server.js';
 import { startExample } from '../support/examples.js';
 import { deleteKeys } from '../support/redis-servers.js';
 import { MARIADB, POSTGRES, REDIS, requireService } from '../support/services.js';
+import { startDynalite, withTtlApi } from '../stores/dynamodb-support.js';
 
 const [pgUp, mysqlUp, redisUp] = [await requireService(POSTGRES), await requireService(MARIADB), await requireService(REDIS)];
 
@@ -298,6 +300,21 @@ pageOn('Redis', !redisUp, async () => {
       await deleteKeys(client, `${prefix}:*`);
       client.disconnect();
     },
+  };
+});
+
+// dynalite, started here on a spare port and closed by the test.
+pageOn('DynamoDB (dynalite)', false, async () => {
+  const db = await startDynalite();
+  const table = name();
+  // The seeding store's clock runs 6 s behind the page's, past the 5 s clock margin: gone-1's
+  // 1 ms lease has ended for the page (abandoned), without a sleep.
+  const store = dynamodbStore({ client: withTtlApi(db.client()), table, clock: () => Date.now() - 6_000 });
+  await store.migrate();
+  return {
+    args: ['--store', db.endpoint.replace(/^http:/, 'dynamodb+http:'), '--table', table],
+    store,
+    close: () => db.close(),
   };
 });
 

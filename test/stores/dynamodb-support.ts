@@ -11,6 +11,9 @@ import type { DynamoDBClientLike } from '../../src/stores/dynamodb/index.js';
 
 // The SDK warns once per process that its releases from 2027 need Node 22; the tests run Node 20 on purpose.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+// dynalite takes any credentials; the CLI's subprocesses find these the SDK's way (the environment).
+process.env.AWS_ACCESS_KEY_ID ??= 'test';
+process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
 
 export interface Dynalite {
   readonly endpoint: string;

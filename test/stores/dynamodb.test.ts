@@ -207,6 +207,16 @@ describe('dynamodbStore', () => {
       expect(logger.warn).not.toHaveBeenCalled();
     });
 
+    it('migrate() on an endpoint without the TTL API (dynalite) creates the table, and warns once that only reap() will delete records', async () => {
+      const logger = { warn: vi.fn(), error: vi.fn() };
+      const table = uniqueTable();
+      const store = dynamodbStore({ client: db.client(), table, logger });
+      expect(await store.migrate()).toEqual([`table ${table}`]);
+      expect(logger.warn).toHaveBeenCalledTimes(1);
+      expect(String(logger.warn.mock.calls[0]![0])).toMatch(new RegExp(`no UpdateTimeToLive .*TTL is not on for table ${table}, and only store\\.reap\\(\\) deletes expired records`));
+      expect((await store.claim(ref(), 'fp', opts)).kind).toBe('acquired');
+    });
+
     it('verify(): a missing table is StoreSchemaMissingError naming migrate(), and so is every operation on it', async () => {
       const store = dynamodbStore({ client: db.client(), table: uniqueTable() });
       await expect(store.verify()).rejects.toBeInstanceOf(StoreSchemaMissingError);
@@ -246,6 +256,8 @@ describe('dynamodbStore', () => {
     if (second.kind !== 'acquired') throw new Error(second.kind);
     expect(await store.renew(r, first.token, 1_000)).toBe(false);
     await expect(store.checkpoint(r, first.token, 'x')).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(store.complete(r, first.token, ok)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await store.get(r)).toMatchObject({ state: 'in_flight', recoveryPoint: undefined });
     await expect(store.release(r, first.token)).rejects.toBeInstanceOf(LeaseLostError);
     await store.release(r, second.token);
     expect(await store.get(r)).toBeUndefined();

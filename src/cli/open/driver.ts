@@ -8,7 +8,7 @@ import type { AdministrableStore, IdempotencyStore } from '../../core/store.js';
 import type { StoreKind, StoreNames, StoreUrl } from '../store-url.js';
 import { scrub } from '../store-url.js';
 
-const PACKAGES: Record<StoreKind, string> = { sqlite: 'better-sqlite3', postgres: 'pg', mysql: 'mysql2', redis: 'ioredis' };
+const PACKAGES: Record<StoreKind, string> = { sqlite: 'better-sqlite3', postgres: 'pg', mysql: 'mysql2', redis: 'ioredis', dynamodb: '@aws-sdk/client-dynamodb' };
 
 /** Imports a driver package, or says which one to install. `load` is replaceable for tests. */
 export async function importDriver<T>(kind: StoreKind, load: (name: string) => Promise<unknown> = (name) => import(name)): Promise<T> {
@@ -27,7 +27,7 @@ export async function importDriver<T>(kind: StoreKind, load: (name: string) => P
 export interface OpenedStore {
   readonly url: StoreUrl;
   readonly store: IdempotencyStore & AdministrableStore;
-  /** Where the records are, for messages: `table public.idempotency_records`, `prefix idemkit`. */
+  /** Where the records are, for messages: `table public.idempotency_records`, `prefix idemkit`, `DynamoDB table idempotency_records`. */
   readonly where: string;
   /**
    * Creates what is missing; says what it created, what was there, and what it added to a table

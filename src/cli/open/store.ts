@@ -2,6 +2,7 @@
 // its store only when called: the drivers are optional peer dependencies.
 import type { StoreNames, StoreUrl } from '../store-url.js';
 import type { OpenedStore } from './driver.js';
+import { openDynamodb } from './dynamodb.js';
 import { openMysql } from './mysql.js';
 import { openPostgres } from './postgres.js';
 import { openRedis } from './redis.js';
@@ -18,5 +19,7 @@ export async function openStore(url: StoreUrl, names: StoreNames, options: { cre
       return openMysql(url, names);
     case 'redis':
       return openRedis(url, names);
+    case 'dynamodb':
+      return openDynamodb(url, names);
   }
 }

@@ -27,7 +27,7 @@ export interface DynamoDBClientLike {
   send(command: never, options?: never): Promise<unknown>;
 }
 
-export const MIGRATE_FIX = 'await store.migrate() (or `idemkit migrate --store dynamodb://TABLE`)';
+export const MIGRATE_FIX = 'await store.migrate() (or `idemkit migrate --store dynamodb: --table TABLE`)';
 
 const COMMANDS = {
   PutItem: PutItemCommand,

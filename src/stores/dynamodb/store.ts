@@ -180,7 +180,7 @@ export function dynamodbStore(options: DynamoDBStoreOptions): DynamoDBStore {
   return {
     name: 'dynamodb',
     maxResponseBytes,
-    migrate: () => migrate(send, table),
+    migrate: () => migrate(send, table, logger),
     verify: () => verify(send, table, logger),
     claim: (ref, fingerprint, o) => claim(c, ref, fingerprint, o),
     renew,

@@ -14,7 +14,7 @@ const causeName = (error: unknown) => String(((error as { cause?: unknown } | nu
 const ACTIVE_WAIT_MS = 5 * 60_000;
 
 /** Creates the table and turns TTL on where missing; resolves to what it created. Idempotent, and safe from several processes at once. */
-export async function migrate(send: Sender, table: string): Promise<string[]> {
+export async function migrate(send: Sender, table: string, logger: IdempotencyLogger): Promise<string[]> {
   const done: string[] = [];
   try {
     await send('CreateTable', {
@@ -35,6 +35,11 @@ export async function migrate(send: Sender, table: string): Promise<string[]> {
       await send('UpdateTimeToLive', { TableName: table, TimeToLiveSpecification: { AttributeName: A.ttl, Enabled: true } });
       done.push(`TTL on ${table}.${A.ttl}`);
     } catch (error) {
+      // An emulator without the TTL API (dynalite): the records are then deleted by reap() only.
+      if (causeName(error) === 'UnknownOperationException') {
+        logger.warn(`dynamodb store: this endpoint has no UpdateTimeToLive (an emulator such as dynalite?): TTL is not on for table ${table}, and only store.reap() deletes expired records`);
+        return done;
+      }
       // A concurrent migration turned it on first: DynamoDB refuses a second change.
       if (!/already enabled/i.test(String((error as { cause?: { message?: unknown } }).cause?.message ?? ''))) throw error;
     }
