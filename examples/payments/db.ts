@@ -6,6 +6,7 @@
  */
 import type { TransactionalStore } from 'idemkit';
 import type { SqlExecutor } from 'idemkit/patterns';
+import type { SqliteStoreOptions } from 'idemkit/stores/sqlite';
 import { sqlExecutor } from 'idemkit/patterns';
 import { migrateProcessed } from 'idemkit/messaging';
 import type { Dialect, TableNames } from './schema.js';
@@ -31,9 +32,8 @@ export interface PaymentsDb {
 export async function openDb(url: string, prefix = ''): Promise<PaymentsDb> {
   const t = tableNames(prefix);
   if (url.startsWith('sqlite:')) {
-    const { default: Database } = await import('better-sqlite3');
     const { sqliteStore } = await import('idemkit/stores/sqlite');
-    const database = new Database(url.slice('sqlite:'.length), { timeout: 10_000 });
+    const database = await openSqlite(url.slice('sqlite:'.length));
     // WAL + a busy timeout: the demo reads the file from another process while the service writes.
     // The store's transactions (ctx.tx) run on a connection of its own; the executor over `database`
     // waits for them instead of joining them.
@@ -54,6 +54,35 @@ export async function openDb(url: string, prefix = ''): Promise<PaymentsDb> {
     });
   }
   throw new Error(`unsupported database URL ${url} (sqlite:/path/file.db or postgres://…)`);
+}
+
+/** What the demo uses of a SQLite Database, whichever driver opened it. */
+type SqliteFile = SqliteStoreOptions['database'] & { close(): void };
+type OpenSqlite = new (file: string, options: { timeout: number }) => SqliteFile;
+
+/**
+ * The file, opened with Bun's built-in `bun:sqlite` on Bun, better-sqlite3 where its binary loads
+ * (the Node it was installed with), and Node's built-in `node:sqlite` otherwise (Node 22.5+): on
+ * Bun and on Node 22 and 24 the demo needs no native addon.
+ */
+async function openSqlite(file: string): Promise<SqliteFile> {
+  // A timeout: the demo reads the file from another process while the service writes.
+  const options = { timeout: 10_000 };
+  if ('Bun' in globalThis) {
+    const { Database } = (await import('bun:sqlite' as string)) as { Database: OpenSqlite };
+    const database = new Database(file, options);
+    database.exec('PRAGMA busy_timeout = 10000');
+    return database;
+  }
+  try {
+    const { default: Database } = await import('better-sqlite3');
+    return new Database(file, options);
+  } catch (error) {
+    const { DatabaseSync } = (await import('node:sqlite' as string).catch(() => {
+      throw error; // Node 20: better-sqlite3's own error says what is wrong.
+    })) as { DatabaseSync: OpenSqlite };
+    return new DatabaseSync(file, options);
+  }
 }
 
 function finish(

@@ -97,6 +97,15 @@ const NETWORK_CODES = new Set([
 ]);
 
 /**
+ * Deno's fetch gives no code: `TypeError: fetch failed` caused by an `Error: error sending request
+ * … client error (Connect): tcp connect error: Connection refused (os error 111)` or `… (SendRequest):
+ * connection closed before message completed`. Only what names the connection counts: a refused
+ * certificate comes the same way (`client error (Connect): invalid peer certificate`).
+ * (Bun's fetch sets the codes above.)
+ */
+const DENO_NETWORK = /^error sending request\b[\s\S]*(tcp connect error|connection closed before message completed|connection reset|broken pipe|dns error|timed out)/i;
+
+/**
  * Whether an attempt's error is a network failure worth retrying. Anything else (a bad URL, a
  * refused TLS certificate, a bug in an injected fetch) would fail the same way again.
  */
@@ -105,6 +114,8 @@ export function isNetworkFailure(error: unknown): boolean {
     if (e instanceof AttemptTimeoutError) return true;
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+    const message = (e as { message?: unknown }).message;
+    if (code === undefined && typeof message === 'string' && DENO_NETWORK.test(message)) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -12,8 +12,8 @@ import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './pos
 import { commit as pgCommit, holdClient, toPgPlaceholders } from './postgres.js';
 
 export { toPgPlaceholders };
-import type { SqliteDatabase, SqliteStatement } from './sqlite.js';
-import { BEGIN as SQLITE_BEGIN, sqliteValue } from './sqlite.js';
+import type { SqliteDatabase, SqliteDriverStatement, SqliteStatement } from './sqlite.js';
+import { BEGIN as SQLITE_BEGIN, sqliteDriver, sqliteValue } from './sqlite.js';
 
 export type SqlDialect = 'postgres' | 'sqlite' | 'mysql';
 
@@ -52,11 +52,11 @@ export type PgClientLike = PostgresQueryable;
 /** A node-postgres `Pool` (`totalCount` tells it from a client). */
 export type PgPoolLike = PostgresPool & { readonly totalCount: number };
 
-/** A better-sqlite3 prepared statement. */
+/** A better-sqlite3, node:sqlite or bun:sqlite prepared statement. */
 export type SqliteStatementLike = SqliteStatement;
 
-/** A better-sqlite3 `Database` (the executor does not need `pragma`). */
-export type SqliteDatabaseLike = Omit<SqliteDatabase, 'pragma'>;
+/** A better-sqlite3 `Database`, a node:sqlite `DatabaseSync` or a bun:sqlite `Database`. */
+export type SqliteDatabaseLike = SqliteDatabase;
 
 export type { MysqlValue };
 
@@ -273,10 +273,10 @@ function pgPoolExecutor(pool: PgPoolLike): SqlExecutor {
 // ---- SQLite --------------------------------------------------------------------------------
 
 // Prepared statements per Database, reused: the guards send the same few texts over and over.
-const statementCaches = new WeakMap<SqliteDatabaseLike, Map<string, SqliteStatementLike>>();
+const statementCaches = new WeakMap<SqliteDatabaseLike, Map<string, SqliteDriverStatement>>();
 const STATEMENT_CACHE_SIZE = 200;
 
-function prepared(db: SqliteDatabaseLike, sql: string): SqliteStatementLike {
+function prepared(db: SqliteDatabaseLike, sql: string): SqliteDriverStatement {
   let cache = statementCaches.get(db);
   if (!cache) statementCaches.set(db, (cache = new Map()));
   let stmt = cache.get(sql);
@@ -284,7 +284,7 @@ function prepared(db: SqliteDatabaseLike, sql: string): SqliteStatementLike {
     // Most recently used last, so the oldest is the first key.
     cache.delete(sql);
   } else {
-    stmt = db.prepare(sql);
+    stmt = sqliteDriver(db).prepare(sql);
     if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
   }
   cache.set(sql, stmt);
@@ -321,7 +321,7 @@ function sqliteExecutor(db: SqliteDatabaseLike, joined: boolean): SqlExecutor {
         {
           begin: () => db.exec(SQLITE_BEGIN),
           commit: () => db.exec('COMMIT'),
-          rollback: () => db.inTransaction && db.exec('ROLLBACK'),
+          rollback: () => sqliteDriver(db).inTransaction() && db.exec('ROLLBACK'),
         },
         sqliteExecutor(db, true),
         fn,

@@ -9,13 +9,15 @@ import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { SqlDialect, SqlExecutor } from '../drivers/sql-executor.js';
 import { joinedExecutor, sqlExecutor } from '../drivers/sql-executor.js';
-import type { SqliteDatabase } from '../drivers/sqlite.js';
+import type { SqliteDatabase as AnySqliteDatabase } from '../drivers/sqlite.js';
 import { BEGIN as SQLITE_BEGIN } from '../drivers/sqlite.js';
 import type { JoinDialect } from '../stores/shared/joined-transaction.js';
 import { joinOf } from '../stores/shared/joined-transaction.js';
 import type { OrmTransactionalStore } from './bridge.js';
 import { ormTransactions } from './bridge.js';
 
+/** Drizzle's better-sqlite3 client: it says whether a transaction is open. */
+type SqliteDatabase = AnySqliteDatabase & { readonly inTransaction: boolean };
 
 /** A Drizzle database: anything with Drizzle's `transaction(fn)`. */
 interface DrizzleDatabase {

@@ -45,6 +45,27 @@ describe('retried with the same key', () => {
   });
 
   it.each([
+    ['refused', 'client error (Connect): tcp connect error: Connection refused (os error 111)', 2],
+    ['closed', 'client error (SendRequest): connection closed before message completed', 2],
+    ['refused a certificate', 'client error (Connect): invalid peer certificate: UnknownIssuer', 1],
+  ] as const)("Deno's fetch error for a connection %s (no code, only its message) is retried when it names the connection", async (_name, detail, attempts) => {
+    let calls = 0;
+    // What Deno's fetch throws (issue 31): a TypeError caused by an Error that carries no code.
+    const denoFetch: typeof fetch = async () => {
+      calls++;
+      if (calls === 1) throw new TypeError('fetch failed', { cause: new Error(`error sending request for url (http://127.0.0.1:1/): ${detail}`) });
+      return new Response('{"ok":true}', { status: 201 });
+    };
+    const outcome = await createIdempotentFetch({ ...fast, fetch: denoFetch })('http://127.0.0.1:1/', post).then(
+      (response) => response.status,
+      (error: unknown) => error,
+    );
+    expect(calls).toBe(attempts);
+    if (attempts === 2) expect(outcome).toBe(201);
+    else expect(outcome).toBeInstanceOf(Error);
+  });
+
+  it.each([
     ['closed', 'drop', 'UND_ERR_SOCKET'],
     ['reset', 'reset', 'ECONNRESET'],
   ] as const)('a connection %s before the response is retried', async (_name, action, code) => {

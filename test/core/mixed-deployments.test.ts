@@ -3,7 +3,6 @@
  * records (issue 26, items 8–10). Real stores; the race runs real concurrent requests.
  */
 import { readFileSync } from 'node:fs';
-import Database from 'better-sqlite3';
 import { createPool } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Decision, RequestBody, RequestReader } from '../../src/core/engine.js';
@@ -16,6 +15,7 @@ import { memoryStore } from '../../src/stores/memory/index.js';
 import { mysqlStore } from '../../src/stores/mysql/index.js';
 import { postgresStore } from '../../src/stores/postgres/index.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import { openSqlite } from '../support/sqlite-driver.js';
 import { manualClock } from '../stores/manual-clock.js';
 import { dropTable, newPool, uniqueTable } from '../stores/postgres-support.js';
 
@@ -404,7 +404,7 @@ describe('item 9: the stored fingerprint round-trips through SQL stores', () => 
       await store.migrate();
       return store as IdempotencyStore;
     }],
-    ['SQLite', async () => sqliteStore({ database: new Database(':memory:') }) as IdempotencyStore],
+    ['SQLite', async () => sqliteStore({ database: openSqlite(':memory:') }) as IdempotencyStore],
     ['MariaDB', async () => {
       // Its fingerprint column is VARBINARY(255): the longer form (84 bytes) must fit and compare byte for byte.
       const store = mysqlStore({ pool: mysql, table });

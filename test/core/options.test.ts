@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { createIdempotentFetch, createRetryBudget } from '../../src/client/index.js';
 import { InvalidOptionError } from '../../src/core/errors.js';
@@ -12,6 +11,7 @@ import { mysqlStore } from '../../src/stores/mysql/index.js';
 import { postgresStore } from '../../src/stores/postgres/index.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import { openSqlite } from '../support/sqlite-driver.js';
 
 const store = memoryStore({ sweepIntervalMs: 0 });
 
@@ -70,7 +70,7 @@ describe('unknown options are refused with a hint, by every factory', () => {
   const fakePg = { query: async () => ({ rows: [] }), connect: async () => ({}) };
   const fakeMysql = { getConnection: async () => ({}), execute: async () => [[], []], query: async () => [[], []] };
   const fakeRedis = { callBuffer: async () => null, call: async () => null };
-  const db = new Database(':memory:');
+  const db = openSqlite(':memory:');
   const secret = 'whsec_' + randomBytes(24).toString('base64');
   const noop = async () => undefined;
   const webhook = { secret, consumer: 'c', onEvent: noop, store };
@@ -79,7 +79,7 @@ describe('unknown options are refused with a hint, by every factory', () => {
     ['idempotency()', () => resolveOptions({ store, leaseMS: 5 } as never), 'leaseMS', 'leaseMs'],
     ['idempotency() keyPolicy', () => resolveOptions({ store, keyPolicy: { minLen: 8 } } as never), 'keyPolicy.minLen', 'minLength'],
     ['memoryStore()', () => memoryStore({ sweepInterval: 0 } as never), 'sweepInterval', 'sweepIntervalMs'],
-    ['sqliteStore()', () => sqliteStore({ database: new Database(':memory:'), busyTimeout: 1 } as never), 'busyTimeout', 'busyTimeoutMs'],
+    ['sqliteStore()', () => sqliteStore({ database: openSqlite(':memory:'), busyTimeout: 1 } as never), 'busyTimeout', 'busyTimeoutMs'],
     ['postgresStore()', () => postgresStore({ pool: fakePg, shema: 'x' } as never), 'shema', 'schema'],
     ['mysqlStore()', () => mysqlStore({ pool: fakeMysql, statementTimeout: 5 } as never), 'statementTimeout', 'statementTimeoutMs'],
     ['redisStore()', () => redisStore({ client: fakeRedis, perfix: 'x' } as never), 'perfix', 'prefix'],
@@ -89,7 +89,7 @@ describe('unknown options are refused with a hint, by every factory', () => {
     ['sqlExecutor()', () => sqlExecutor(db as never, { joind: true } as never), 'joind', 'joined'],
     ['oneTimeTokens()', () => oneTimeTokens(fakeRedis, { prefix: 't:', consume_with: 'script' } as never), 'consume_with', 'consumeWith'],
     ['redisLock()', () => redisLock(fakeRedis, { prefix: 'l:', prefx: 'x' } as never), 'prefx', 'prefix'],
-    ['completer()', () => completer({ store: sqliteStore({ database: new Database(':memory:') }), phases: definePhases('p'), batchsize: 5 } as never), 'batchsize', 'batchSize'],
+    ['completer()', () => completer({ store: sqliteStore({ database: openSqlite(':memory:') }), phases: definePhases('p'), batchsize: 5 } as never), 'batchsize', 'batchSize'],
     ['consumeOnce()', () => consumeOnce({ store, consumer: 'c', messageId: 'm', leaseMS: 5 } as never, noop), 'leaseMS', 'leaseMs'],
     ['natsConsumeOnce()', () => natsConsumeOnce((async function* () {})(), { store, consumer: 'c', nakDelay: 5 } as never, noop), 'nakDelay', 'nakDelayMs'],
     ['amqpConsumeOnce()', () => amqpConsumeOnce({ consume: noop } as never, 'q', { store, consumer: 'c', requeu: false } as never, noop), 'requeu', 'requeue'],

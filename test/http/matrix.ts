@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
@@ -14,6 +14,7 @@ import type { AppFactory, AppState, HarnessOptions, TestApp } from './harness.js
 import { PARTIAL_CHUNK, THROWN_VALUES, binaryPattern } from './harness.js';
 import { twoOnOneConnection } from './wire.js';
 import { sleep, until } from '../support/until.js';
+import { closeSqlite, openSqlite } from '../support/sqlite-driver.js';
 
 interface Sent {
   status: number;
@@ -510,7 +511,7 @@ export function describeMatrix(name: string, factory: AppFactory): void {
 
       beforeAll(async () => {
         dir = mkdtempSync(join(tmpdir(), 'idemkit-matrix-'));
-        db = new Database(join(dir, 'tx.db'));
+        db = openSqlite(join(dir, 'tx.db'));
         txStore = sqliteStore({ database: db });
         db.exec('CREATE TABLE effects (key TEXT NOT NULL)');
         txApp = await start({ transactional: true }, txStore);
@@ -763,8 +764,8 @@ function opening(): { promise: Promise<void>; open: () => void } {
 
 /** A real SQLite store whose connection has been closed: every operation fails, as a lost server would. */
 function unreachableStore(): IdempotencyStore {
-  const db = new Database(':memory:');
+  const db = openSqlite(':memory:');
   const store = sqliteStore({ database: db });
-  db.close();
+  closeSqlite(db);
   return store;
 }

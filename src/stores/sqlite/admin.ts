@@ -6,6 +6,7 @@ import type { Clock, PurgeOutcome, RecordDetails, RecordStats, RecordSummary, St
 import { checkRecordRef } from '../../core/validate.js';
 import { gateFor } from '../../drivers/connection-gate.js';
 import type { SqliteDatabase } from '../../drivers/sqlite.js';
+import { sqliteDriver } from '../../drivers/sqlite.js';
 import type { Row as RecordRow } from './record.js';
 import { checkFilter, detailsOf, isExpiredAt, statsOf, tokenPrefix } from '../shared/admin.js';
 
@@ -22,16 +23,17 @@ interface Row extends RecordRow {
 export function sqliteAdmin(db: SqliteDatabase, table: string, now: Clock): StoreAdmin {
   const t = table;
   const gate = gateFor(db);
+  const driver = sqliteDriver(db);
   const summaryColumns = `scope, key, state, fingerprint, attempt, lease_until, expires_at, created_at, updated_at, recovery_point, status,
     CASE WHEN body_omitted = 1 OR state = 'in_flight' THEN NULL ELSE coalesce(length(body), 0) END AS body_bytes`;
-  const inspect = db.prepare(`SELECT *, NULL AS body_bytes FROM ${t} WHERE scope = @scope AND key = @key`);
-  const list = db.prepare(
+  const inspect = driver.prepare(`SELECT *, NULL AS body_bytes FROM ${t} WHERE scope = @scope AND key = @key`);
+  const list = driver.prepare(
     `SELECT ${summaryColumns} FROM ${t}
       WHERE (@state IS NULL OR state = @state) AND (@scope IS NULL OR scope = @scope) AND (@before IS NULL OR coalesce(created_at, lease_until) <= @before)
       ORDER BY lease_until, scope, key LIMIT @limit`,
   );
   const live = `NOT (expires_at <= @now AND (state = 'completed' OR lease_until <= @now))`;
-  const counts = db.prepare(
+  const counts = driver.prepare(
     `SELECT count(*) AS total,
             coalesce(sum(CASE WHEN ${live} AND state = 'in_flight' THEN 1 END), 0) AS in_flight,
             coalesce(sum(CASE WHEN ${live} AND state = 'in_flight' AND lease_until <= @now THEN 1 END), 0) AS abandoned,
@@ -39,11 +41,11 @@ export function sqliteAdmin(db: SqliteDatabase, table: string, now: Clock): Stor
             coalesce(sum(CASE WHEN state = 'completed' AND body_omitted = 0 THEN length(body) END), 0) AS body_bytes
        FROM ${t}`,
   );
-  const oldest = db.prepare(
+  const oldest = driver.prepare(
     `SELECT scope, key, lease_until FROM ${t} WHERE state = 'in_flight' AND ${live} ORDER BY lease_until, scope, key LIMIT 1`,
   );
-  const purge = db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND (state = 'completed' OR @force = 1)`);
-  const exists = db.prepare(`SELECT state FROM ${t} WHERE scope = @scope AND key = @key`);
+  const purge = driver.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key AND (state = 'completed' OR @force = 1)`);
+  const exists = driver.prepare(`SELECT state FROM ${t} WHERE scope = @scope AND key = @key`);
 
   return {
     inspect: (ref) =>

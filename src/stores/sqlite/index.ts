@@ -1,5 +1,5 @@
 /**
- * `idemkit/stores/sqlite`: the embedded store on better-sqlite3 (store.ts; its admin in admin.ts).
+ * `idemkit/stores/sqlite`: the embedded store on SQLite: better-sqlite3, node:sqlite or bun:sqlite (store.ts; its admin in admin.ts).
  * The database it takes is structural (src/drivers/sqlite.ts): the application passes its own.
  */
 export type { SqliteStore, SqliteStoreOptions } from './store.js';

@@ -6,7 +6,8 @@
 import { LeaseLostError } from '../../core/errors.js';
 import type { RecordRef, StoredResponse } from '../../core/store.js';
 import { fitResponse } from '../../core/store.js';
-import type { SqliteDatabase, SqliteStatement } from '../../drivers/sqlite.js';
+import type { SqliteDatabase, SqliteDriverStatement } from '../../drivers/sqlite.js';
+import { sqliteDriver } from '../../drivers/sqlite.js';
 
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 // A record is gone for every purpose once its window has passed and no live lease holds it.
@@ -40,7 +41,8 @@ export const INDEX_PRESENT = (table: string) => `SELECT 1 FROM pragma_index_list
  * Creates the table and its indexes if missing and adds the columns it lacks; returns what it
  * added to an existing table (`column <table>.<name>`, `index <table>_in_flight`).
  */
-export function migrateTable(db: SqliteDatabase, table: string): string[] {
+export function migrateTable(database: SqliteDatabase, table: string): string[] {
+  const db = sqliteDriver(database);
   const columnNames = () => new Set((db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as Array<{ name: string }>).map((c) => c.name));
   const index = inFlightIndex(table);
   const existed = columnNames().size > 0;
@@ -81,7 +83,8 @@ export function migrateTable(db: SqliteDatabase, table: string): string[] {
 }
 
 /** The statements of the store, prepared on `db` (after the migration: they name its columns). */
-export function sqliteStatements(db: SqliteDatabase, t: string) {
+export function sqliteStatements(database: SqliteDatabase, t: string) {
+  const db = sqliteDriver(database);
   const checkpointSql = `UPDATE ${t} SET recovery_point = @point, recovery_data = @data, updated_at = @now
       WHERE scope = @scope AND key = @key AND token = @token AND state = 'in_flight'`;
   const completeSql = `UPDATE ${t} SET state = 'completed', status = @status, headers = @headers, body = @body, body_omitted = @omitted,
@@ -187,6 +190,6 @@ export function checkpointParams(ref: RecordRef, token: string, point: string, d
 }
 
 /** Runs a write fenced by the owner's token: no row changed means the lease was lost. */
-export function fenced(statement: SqliteStatement, params: object): void {
+export function fenced(statement: SqliteDriverStatement, params: object): void {
   if (statement.run(params).changes !== 1) throw new LeaseLostError();
 }

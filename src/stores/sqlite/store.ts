@@ -8,6 +8,7 @@ import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
 import type { SqliteDatabase } from '../../drivers/sqlite.js';
+import { sqliteDriver } from '../../drivers/sqlite.js';
 import type { JoinableStore } from '../shared/joined-transaction.js';
 import { TRANSACTION_JOIN, joinedWrite } from '../shared/joined-transaction.js';
 import { sqliteAdmin } from './admin.js';
@@ -19,7 +20,10 @@ import { verifySqlite } from './verify.js';
 import { SqliteWriter } from './writer.js';
 
 export interface SqliteStoreOptions<DB extends SqliteDatabase = SqliteDatabase> {
-  /** A better-sqlite3 Database, opened by the caller. Required. */
+  /**
+   * The Database, opened by the caller: better-sqlite3's, `node:sqlite`'s `DatabaseSync` (Node
+   * 22.5+) or `bun:sqlite`'s (Bun). Required.
+   */
   readonly database: DB;
   /**
    * Table for the records; created if missing, with its indexes `<table>_expires_at` and
@@ -88,7 +92,7 @@ export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends
 }
 
 /**
- * The embedded store on better-sqlite3. Each claim decision is one atomic upsert; a replay is one
+ * The embedded store on SQLite (better-sqlite3, node:sqlite, bun:sqlite). Each claim decision is one atomic upsert; a replay is one
  * indexed read. Transactions run on a connection of the store's own (`open`), never on `database`:
  * a statement sent on a connection inside a transaction joins it, so the app's writes through
  * `database` could otherwise commit or roll back with a request's. The file has one writer at a
@@ -98,20 +102,21 @@ export interface SqliteStore<DB extends SqliteDatabase = SqliteDatabase> extends
  */
 export function sqliteStore<DB extends SqliteDatabase>(options: SqliteStoreOptions<DB>): SqliteStore<DB> {
   const read = optionReader('sqliteStore()', options);
-  const db = read.driver('database', ['prepare'], 'a better-sqlite3 Database');
+  const db = read.driver('database', ['prepare', 'exec'], 'a SQLite Database (better-sqlite3, node:sqlite DatabaseSync, bun:sqlite Database)');
   const table = read.value('table') ?? 'idempotency_records';
   if (!IDENTIFIER.test(table)) read.fail('table', 'expected a plain SQL identifier');
   const maxResponseBytes = read.integer('maxResponseBytes', { default: DEFAULT_MAX_RESPONSE_BYTES });
   const busyTimeoutMs = read.integer('busyTimeoutMs', { default: 5_000 });
   const now = read.function('clock', { default: systemClock, expected: 'a function returning epoch ms' });
   const configure = read.boolean('configure', { default: true });
-  const open = read.function('open', { expected: 'a function returning a new better-sqlite3 Database on the same file' });
+  const open = read.function('open', { expected: 'a function returning a new Database on the same file' });
   const logger = read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   read.done();
+  const driver = sqliteDriver(db);
   if (configure) {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    driver.exec('PRAGMA journal_mode = WAL');
+    driver.exec('PRAGMA synchronous = NORMAL');
+    driver.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   }
   const migrate = () => migrateTable(db, table);
   migrate();

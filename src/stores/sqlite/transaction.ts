@@ -8,8 +8,8 @@
 import { InvalidOptionError, StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef, StoreTransaction } from '../../core/store.js';
 import { checkRecordRef } from '../../core/validate.js';
-import type { SqliteDatabase, SqliteStatement } from '../../drivers/sqlite.js';
-import { BEGIN } from '../../drivers/sqlite.js';
+import type { SqliteDatabase, SqliteDriver, SqliteDriverStatement } from '../../drivers/sqlite.js';
+import { BEGIN, sqliteDriver } from '../../drivers/sqlite.js';
 import type { SqliteStatements } from './sql.js';
 import { checkpointParams, completeParams, fenced } from './sql.js';
 import type { SqliteWriter } from './writer.js';
@@ -28,8 +28,9 @@ export interface TransactionSetup<DB extends SqliteDatabase> {
 
 interface OwnConnection<DB> {
   readonly conn: DB;
-  readonly complete: SqliteStatement;
-  readonly checkpoint: SqliteStatement;
+  readonly driver: SqliteDriver;
+  readonly complete: SqliteDriverStatement;
+  readonly checkpoint: SqliteDriverStatement;
 }
 
 export class SqliteTransactions<DB extends SqliteDatabase> {
@@ -58,7 +59,7 @@ export class SqliteTransactions<DB extends SqliteDatabase> {
   async begin(): Promise<StoreTransaction<DB>> {
     const { writer, now, maxResponseBytes } = this.setup;
     const connection = this.connection();
-    const { conn } = connection;
+    const { conn, driver } = connection;
     const unlock = await writer.lock();
     let restore: () => void;
     try {
@@ -81,11 +82,11 @@ export class SqliteTransactions<DB extends SqliteDatabase> {
       if (!active) return;
       active = false;
       try {
-        if (conn.inTransaction) conn.exec(sql);
+        if (driver.inTransaction()) conn.exec(sql);
       } catch (error) {
         // A COMMIT that failed (a deferred constraint, SQLITE_BUSY) leaves the transaction open on
         // the store's connection, holding the file: end it, or every later write would fail.
-        if (conn.inTransaction) conn.exec('ROLLBACK');
+        if (driver.inTransaction()) conn.exec('ROLLBACK');
         throw error;
       } finally {
         writer.released();
@@ -133,7 +134,7 @@ export class SqliteTransactions<DB extends SqliteDatabase> {
 
   /** The file `database` is on; undefined for an in-memory or temporary database. */
   private fileOf(): string | undefined {
-    const list = this.setup.db.pragma('database_list') as Array<{ name: string; file: string }> | undefined;
+    const list = sqliteDriver(this.setup.db).pragmaRows('database_list') as Array<{ name: string; file: string }> | undefined;
     const main = Array.isArray(list) ? list.find((entry) => entry.name === 'main') : undefined;
     return main?.file ? main.file : undefined;
   }
@@ -144,18 +145,19 @@ export class SqliteTransactions<DB extends SqliteDatabase> {
     const { db, open, configure, busyTimeoutMs, sql } = this.setup;
     let conn: DB;
     try {
-      conn = open ? open() : new (db.constructor as new (file: string, o: { timeout: number }) => DB)(this.fileOf()!, { timeout: busyTimeoutMs });
+      conn = open ? open() : (sqliteDriver(db).openAgain(this.fileOf()!, busyTimeoutMs) as DB);
     } catch (error) {
       throw new StoreUnavailableError('sqlite store: could not open its transaction connection (the `open` option opens it)', { cause: error });
     }
     if (conn === (db as unknown) || typeof conn?.prepare !== 'function') {
-      throw new InvalidOptionError('open', 'expected a function returning a new better-sqlite3 Database on the same file, not `database` itself');
+      throw new InvalidOptionError('open', 'expected a function returning a new Database (better-sqlite3, node:sqlite, bun:sqlite) on the same file, not `database` itself');
     }
+    const driver = sqliteDriver(conn);
     if (configure) {
-      conn.pragma('synchronous = NORMAL');
-      conn.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      driver.exec('PRAGMA synchronous = NORMAL');
+      driver.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     }
-    this.own = { conn, complete: conn.prepare(sql.completeSql), checkpoint: conn.prepare(sql.checkpointSql) };
+    this.own = { conn, driver, complete: driver.prepare(sql.completeSql), checkpoint: driver.prepare(sql.checkpointSql) };
     return this.own;
   }
 }

@@ -4,15 +4,15 @@
  */
 import { StoreSchemaMissingError } from '../../core/errors.js';
 import type { IdempotencyLogger } from '../../core/logger.js';
-import type { SqliteStatement } from '../../drivers/sqlite.js';
+import type { SqliteDriverStatement } from '../../drivers/sqlite.js';
 import { COLUMNS, inFlightIndex } from './sql.js';
 import type { SqliteWriter } from './writer.js';
 
 export interface SqliteSchemaLook {
   /** `pragma_table_info` of the table. */
-  readonly columns: SqliteStatement;
+  readonly columns: SqliteDriverStatement;
   /** Whether the table has an index of a given name. */
-  readonly inFlightIndex: SqliteStatement;
+  readonly inFlightIndex: SqliteDriverStatement;
 }
 
 /**

@@ -9,6 +9,7 @@ import { StoreBusyError } from '../../core/errors.js';
 import { gateFor } from '../../drivers/connection-gate.js';
 import type { TransactionGate } from '../../drivers/connection-gate.js';
 import type { SqliteDatabase } from '../../drivers/sqlite.js';
+import { isSqliteBusy, sqliteDriver } from '../../drivers/sqlite.js';
 
 export class SqliteWriter {
   /**
@@ -78,8 +79,7 @@ export class SqliteWriter {
 
   /** SQLITE_BUSY: another connection (another process, or a Database of the app's own) held the write lock for the whole busy timeout. */
   busyElsewhere(operation: string, error: unknown): unknown {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY')) return error;
+    if (!isSqliteBusy(error)) return error;
     return new StoreBusyError(
       `sqlite store: the SQLite writer is busy: ${operation} waited its busy timeout (\`busyTimeoutMs\`${this.configured ? `, ${this.busyTimeoutMs} ms` : ''}) for the file's write lock, held by another connection (another process on the file, or a Database of your own); keep transactions short in every process on the file, or raise \`busyTimeoutMs\` (the wait blocks the event loop)`,
       Math.max(1_000, this.busyTimeoutMs),
@@ -93,12 +93,12 @@ export class SqliteWriter {
    * (SQLITE_BUSY) instead of blocking the event loop for the whole timeout first.
    */
   failFastWhileOpen(): () => void {
-    const db = this.db;
-    const before = db.pragma('busy_timeout', { simple: true });
-    db.pragma('busy_timeout = 0');
+    const db = sqliteDriver(this.db);
+    const before = db.pragmaValue('busy_timeout');
+    db.exec('PRAGMA busy_timeout = 0');
     return () => {
       try {
-        db.pragma(`busy_timeout = ${Number(before)}`);
+        db.exec(`PRAGMA busy_timeout = ${Number(before)}`);
       } catch {
         // `database` was closed meanwhile: nothing to restore.
       }
