@@ -37,6 +37,30 @@ export type RedisClientLike = RedisCaller | RedisCommandSender;
 /** A client with Buffer replies (ioredis), optionally a Cluster (`nodes`) or corkable (`stream`). */
 export type RedisBufferClient = Required<Pick<RedisClient, 'callBuffer'>> & Pick<RedisClient, 'nodes' | 'stream'>;
 
+/**
+ * Command options of node-redis 5 and later: `typeMapping` turns a RESP type into a JavaScript
+ * one, per command (the RESP type's code as the key: 36 is a bulk string).
+ */
+export interface NodeRedisCommandOptions {
+  readonly typeMapping?: Readonly<Record<number, unknown>>;
+}
+
+/** A standalone node-redis 5/6 client (`createClient()` of `redis` / `@redis/client`), as the Redis store uses it. */
+export interface NodeRedisClient {
+  sendCommand(args: ReadonlyArray<string | Buffer>, options?: NodeRedisCommandOptions): Promise<unknown>;
+  /** Present from node-redis 5 (the version that has `typeMapping`). */
+  withTypeMapping(typeMapping: never): unknown;
+}
+
+/** A node-redis 5/6 Cluster (`createCluster()`): a command is routed by the key it names first. */
+export interface NodeRedisCluster {
+  sendCommand(firstKey: string | Buffer | undefined, isReadonly: boolean | undefined, args: Array<string | Buffer>, options?: NodeRedisCommandOptions): Promise<unknown>;
+  withTypeMapping(typeMapping: never): unknown;
+  /** The masters it knows; `nodeClient(master)` connects to one. */
+  readonly masters: ReadonlyArray<{ readonly address: string }>;
+  nodeClient(node: never): Promise<unknown>;
+}
+
 /** The guards' one way of sending: `call` as is, node-redis' `sendCommand` adapted to it. */
 export function redisCaller(redis: unknown, option = 'redis'): RedisCaller {
   if (typeof redis === 'object' && redis !== null) {

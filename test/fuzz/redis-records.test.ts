@@ -14,7 +14,8 @@ import { CorruptRecordError } from '../../src/core/errors.js';
 import type { RecordRef, StoredResponse } from '../../src/core/store.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import type { RedisStore } from '../../src/stores/redis/index.js';
-import { connectStoreClient, deleteKeys } from '../support/redis-servers.js';
+import type { ConnectedStoreClient } from '../support/redis-servers.js';
+import { STORE_CLIENT_LIBRARIES, connectStoreClient, connectStoreClientOf, deleteKeys } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';
 import { anyUtf16, FUZZ_TIMEOUT, fuzzAsync } from './fuzz.js';
 import { CLAIM_OPTIONS, checkCorrupted, completeGood, expectedResponse } from './record-check.js';
@@ -91,19 +92,20 @@ function damaged(value: Buffer, d: DamageOf<typeof damage>): Buffer {
 }
 type DamageOf<A> = A extends fc.Arbitrary<infer T> ? T : never;
 
-describe.skipIf(!up)('fuzz: redis store records', FUZZ_TIMEOUT, () => {
-  let client: Redis;
+// The store decodes through either client (replies as Buffers both ways); `admin` damages the bytes.
+for (const library of STORE_CLIENT_LIBRARIES) describe.skipIf(!up)(`fuzz: redis store records through ${library}`, FUZZ_TIMEOUT, () => {
+  let client: ConnectedStoreClient;
   let admin: Redis;
   let store: RedisStore;
 
   beforeAll(async () => {
-    client = await connectStoreClient(REDIS.port);
+    client = await connectStoreClientOf(library, REDIS.port);
     admin = await connectStoreClient(REDIS.port);
-    store = redisStore({ client, prefix: PREFIX });
+    store = redisStore({ client: client.client, prefix: `${PREFIX}-${library}` });
   });
   afterAll(async () => {
-    if (admin) await deleteKeys(admin, `${PREFIX}:*`);
-    client?.disconnect();
+    if (admin) await deleteKeys(admin, `${PREFIX}-${library}:*`);
+    client?.close();
     admin?.disconnect();
   });
 

@@ -6,13 +6,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { redisStore } from '../../src/stores/redis/index.js';
-import type { RedisServer } from '../support/redis-servers.js';
-import { connectStoreClient, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
+import type { ConnectedStoreClient, RedisServer } from '../support/redis-servers.js';
+import { STORE_CLIENT_LIBRARIES, connectStoreClient, connectStoreClientOf, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
 import type { TcpProxy } from '../support/tcp-proxy.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { until } from '../support/until.js';
@@ -39,8 +38,8 @@ interface Sent {
  * `onError`; and a wait is a barrier on a state (the client reconnected, the lease ended on the
  * Redis clock), never a guessed duration.
  */
-function app(client: Redis) {
-  const store = redisStore({ client });
+function app(connected: ConnectedStoreClient) {
+  const store = redisStore({ client: connected.client });
   const runs = new Map<string, number>();
   const errors: unknown[] = [];
   const handle = withIdempotency(
@@ -71,7 +70,7 @@ function app(client: Redis) {
   async function leaseOver(key: string): Promise<boolean> {
     const record = await store.get({ scope: '', key });
     if (record === undefined || record.state === 'completed') return true;
-    const [seconds, micros] = (await client.time()) as [number | string, number | string];
+    const [seconds, micros] = (await connected.command('TIME')) as [number | string, number | string];
     return record.leaseUntil <= Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
   /**
@@ -92,7 +91,7 @@ function app(client: Redis) {
         continue;
       }
       expectStoreUnavailable(sent);
-      await until(async () => client.status === 'ready', 'the client to reconnect');
+      await until(async () => connected.isReady(), 'the client to reconnect');
     }
   }
   return { send, runs, retryUntilCreated };
@@ -117,15 +116,15 @@ function expectStoreUnavailable(sent: Sent, via: 'store' | 'deadline' | 'either'
   }
 }
 
-describe.skipIf(!binaries)('redis store outages, through withIdempotency', () => {
+for (const library of STORE_CLIENT_LIBRARIES) describe.skipIf(!binaries)(`redis store outages through ${library}, through withIdempotency`, () => {
   const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-outage-'));
   // Durable like a payments deployment should be, so a restart keeps what was acknowledged.
   const durable = ['--appendonly', 'yes', '--appendfsync', 'always'];
   let server: RedisServer;
   let proxy: TcpProxy | undefined;
-  const clients: Redis[] = [];
+  const clients: ConnectedStoreClient[] = [];
   const connect = async (port: number) => {
-    const client = await connectStoreClient(port);
+    const client = await connectStoreClientOf(library, port);
     clients.push(client);
     return client;
   };
@@ -133,7 +132,7 @@ describe.skipIf(!binaries)('redis store outages, through withIdempotency', () =>
     server = await startRedisServer({ dir, args: durable });
   });
   afterAll(async () => {
-    for (const client of clients) client.disconnect();
+    for (const client of clients) client.close();
     await proxy?.close();
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -143,7 +142,8 @@ describe.skipIf(!binaries)('redis store outages, through withIdempotency', () =>
     const client = await connect(server.port);
     const { send, runs, retryUntilCreated } = app(client);
     expect((await send('warm-up')).status).toBe(201);
-    const admin = await connect(server.port);
+    const admin = await connectStoreClient(server.port);
+    onTestFinished(() => admin.disconnect());
     expect(await admin.call('CLIENT', 'PAUSE', '2000', 'ALL')).toBe('OK');
     expectStoreUnavailable(await send('during-pause'), 'deadline');
     expectStoreUnavailable(await send('during-pause'), 'deadline');
@@ -196,7 +196,7 @@ describe.skipIf(!binaries)('redis store outages, through withIdempotency', () =>
     const { port } = server;
     await server.stop('SIGKILL');
     // Once the client has seen the connection go, every command fails at once (no offline queue).
-    await until(async () => client.status !== 'ready', 'the client to see the connection close');
+    await until(async () => !client.isReady(), 'the client to see the connection close');
     for (let i = 0; i < 5; i++) {
       expectStoreUnavailable(await send('while-down'), 'store');
       await sleep(100);

@@ -10,14 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreIncompatibleError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { RedisArgument } from '../../src/drivers/redis.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import type { RedisClient } from '../../src/stores/redis/store.js';
 import { keySlot } from '../../src/stores/redis/keys.js';
+import { CHECKPOINT, CLAIM, COMPLETE, READ, REAP, RELEASE, RENEW } from '../../src/stores/redis/lua.js';
 import type { RedisServer } from '../support/redis-servers.js';
-import { connectStoreClient, freePort, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
+import { connectNodeRedisStoreClient, connectStoreClient, freePort, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';
 
 const up = await requireService(REDIS);
@@ -159,6 +161,79 @@ describe.skipIf(!up)('redisStore verify() on Redis 6379', () => {
   });
 });
 
+describe.skipIf(!up)('redisStore verify() through node-redis on Redis 6379', () => {
+  let admin: Redis;
+  const users: string[] = [];
+  const closers: Array<() => void> = [];
+  beforeAll(async () => {
+    admin = await connectStoreClient(REDIS.port);
+  });
+  afterAll(async () => {
+    for (const close of closers) close();
+    if (users.length > 0) await admin.call('ACL', 'DELUSER', ...users);
+    admin.disconnect();
+  });
+  /** A node-redis client of `url`, not connected; destroyed after the suite. */
+  const nodeRedis = (options: Parameters<typeof createClient>[0]) => {
+    const client = createClient(options);
+    client.on('error', () => {});
+    closers.push(() => void client.destroy());
+    return client;
+  };
+
+  it('passes on a server that can run the store, loads every script and leaves no key behind', async () => {
+    const client = await connectNodeRedisStoreClient(REDIS.port);
+    closers.push(() => void client.destroy());
+    await admin.script('FLUSH');
+    const store = redisStore({ client, prefix: `${RUN}-nr` });
+    await expect(store.verify()).resolves.toBeUndefined();
+    expect(await admin.keys(`${RUN}-nr*`)).toEqual([]);
+    expect(await admin.script('EXISTS', ...[CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP].map((s) => s.sha))).toEqual([1, 1, 1, 1, 1, 1, 1]);
+  });
+
+  it('an ACL user without scripting, given in the URL: the same StoreIncompatibleError, naming the address and never the password', async () => {
+    const name = `${RUN}-nr-noscript`;
+    const password = randomUUID();
+    users.push(name);
+    await admin.call('ACL', 'SETUSER', name, 'reset', 'on', `>${password}`, `~${RUN}:*`, '+@all', '-@scripting');
+    const client = nodeRedis({ url: `redis://${name}:${password}@127.0.0.1:${REDIS.port}`, disableOfflineQueue: true });
+    await client.connect();
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toMatchObject({ code: 'ERR_IDEMKIT_STORE_INCOMPATIBLE', reason: 'scripting-refused' });
+    expect(error.message).toContain(`Redis at 127.0.0.1:${REDIS.port} refuses SCRIPT LOAD (the claim script) to this connection's ACL user (NOPERM`);
+    expect(error.message).not.toContain(password);
+  });
+
+  it('a client never connected: StoreUnavailableError naming PING, the address (not the URL) and client.connect()', async () => {
+    const port = await freePort();
+    const client = nodeRedis({ url: `redis://someone:hunter2-secret@127.0.0.1:${port}`, disableOfflineQueue: true });
+    const error = await refusal(redisStore({ client, prefix: RUN }).verify());
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error.message).toMatch(new RegExp(`^redis store: Redis at 127\\.0\\.0\\.1:${port} does not answer PING \\(The client is closed\\)`));
+    expect(error.message).toContain('await client.connect() before verify()');
+    expect(error.message).not.toContain('hunter2');
+    expect(error.message).not.toContain('redis://');
+  });
+
+  it('node-redis with its default offline queue on a closed port: verify() rejects at verifyTimeoutMs, naming disableOfflineQueue', async () => {
+    const port = await freePort();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const client = nodeRedis({ socket: { host: '127.0.0.1', port } });
+    // Connecting (it retries for ever): PING waits in the offline queue meanwhile.
+    client.connect().catch(() => {});
+    let outcome: unknown;
+    const verifying = redisStore({ client, prefix: RUN, verifyTimeoutMs: 250, logger: quiet() })
+      .verify()
+      .catch((error: unknown) => (outcome = error));
+    await vi.advanceTimersByTimeAsync(249);
+    expect(outcome).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    await verifying;
+    expect(outcome).toBeInstanceOf(StoreUnavailableError);
+    expect((outcome as Error).message).toContain(`verify() got no answer from Redis at 127.0.0.1:${port} within 250 ms (option \`verifyTimeoutMs\`); the client queues commands while it is disconnected (disableOfflineQueue is off)`);
+  });
+});
+
 describe.skipIf(!binaries)('redisStore verify() on a server with EVALSHA renamed away', () => {
   let server: RedisServer;
   let client: Redis;
@@ -239,6 +314,50 @@ describe('redisStore warns once about client settings that make an outage slow a
 
   it('a logger without warn() is refused when the store is made, naming the option', () => {
     expect(() => redisStore({ client: new Redis({ ...STORE_CLIENT_OPTIONS }), logger: {} as never })).toThrow(/`logger`/);
+  });
+});
+
+describe('redisStore warns once about node-redis settings that make an outage slow and late', () => {
+  // Not connected: the settings are read from the client's options.
+  it('node-redis defaults: one warning naming disableOfflineQueue and the recommended createClient(); none again for another store on the client', () => {
+    const logger = quiet();
+    const client = createClient({ url: 'redis://someone:hunter2-secret@127.0.0.1:6379' });
+    redisStore({ client, logger });
+    redisStore({ client, logger, prefix: 'other' });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    const line = String(logger.warn.mock.calls[0]![0]);
+    expect(line).toMatch(/^idemkit: redisStore\(\): the node-redis client's disableOfflineQueue is off \(commands wait in a queue while Redis is down/);
+    expect(line).toContain('Recommended: createClient({ url, disableOfflineQueue: true }), then await client.connect()');
+    expect(line).not.toContain('reconnectStrategy');
+    expect(line).not.toContain('hunter2');
+  });
+
+  it('reconnectStrategy: false is named (the client would close for good at the first drop)', () => {
+    const logger = quiet();
+    redisStore({ client: createClient({ disableOfflineQueue: true, socket: { reconnectStrategy: false } }), logger });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    const line = String(logger.warn.mock.calls[0]![0]);
+    expect(line).toContain("the node-redis client's socket.reconnectStrategy is false (the client closes for good when its connection first drops");
+    expect(line).not.toContain('disableOfflineQueue is off');
+  });
+
+  it('a Cluster: its node defaults are read, and the warning gives the createCluster() form', () => {
+    const logger = quiet();
+    const rootNodes = [{ socket: { host: '127.0.0.1', port: 1 } }];
+    redisStore({ client: createCluster({ rootNodes }), logger });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    const line = String(logger.warn.mock.calls[0]![0]);
+    expect(line).toContain("the node-redis client's defaults.disableOfflineQueue is off");
+    expect(line).toContain('Recommended: createCluster({ rootNodes, defaults: { disableOfflineQueue: true } }), then await cluster.connect()');
+  });
+
+  it('the recommended settings warn nothing, standalone or Cluster, RESP2 or RESP3', () => {
+    const logger = quiet();
+    redisStore({ client: createClient({ disableOfflineQueue: true }), logger });
+    redisStore({ client: createClient({ disableOfflineQueue: true, RESP: 2 }), logger });
+    redisStore({ client: createCluster({ rootNodes: [{ socket: { host: '127.0.0.1', port: 1 } }], defaults: { disableOfflineQueue: true } }), logger });
+    expect(logger.warn).not.toHaveBeenCalled();
+    expect(logger.error).not.toHaveBeenCalled();
   });
 });
 

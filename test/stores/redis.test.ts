@@ -1,18 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { IdemkitError, InvalidOptionError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { ClaimOptions, RecordRef, StoredResponse } from '../../src/core/store.js';
 import type { RedisArgument } from '../../src/drivers/redis.js';
 import type { RedisStore } from '../../src/stores/redis/index.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import type { RedisServer } from '../support/redis-servers.js';
-import { connectStoreClient, deleteKeys, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
+import type { ConnectedStoreClient } from '../support/redis-servers.js';
+import { STORE_CLIENT_LIBRARIES, connectNodeRedisStoreClient, connectStoreClient, connectStoreClientOf, deleteKeys, requireRedisBinaries, sleep, startRedisServer } from '../support/redis-servers.js';
 import { REDIS, requireService } from '../support/services.js';
 import { describeStoreContract } from './contract.js';
 
@@ -23,14 +23,10 @@ const RUN = `idemkit-test-${randomUUID().slice(0, 8)}`;
 const opts = { leaseMs: 5_000, windowMs: 60_000 };
 const ok: StoredResponse = { status: 201, headers: [['content-type', 'text/plain']], body: new TextEncoder().encode('ok'), bodyOmitted: false };
 
-/** Records the name of every command the client writes to its connection. */
-function commandLog(client: Redis): string[] {
+/** Records the name of every command the client writes to its connection (until the test's end). */
+function commandLog(connected: ConnectedStoreClient): string[] {
   const names: string[] = [];
-  const send = client.sendCommand.bind(client);
-  client.sendCommand = (command, stream) => {
-    names.push(command.name);
-    return send(command, stream);
-  };
+  onTestFinished(connected.spy((name) => void names.push(name)));
   return names;
 }
 
@@ -86,6 +82,26 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     };
   });
 
+  // The same store on node-redis (`redis` 5/6): the same scripts and records, its own client,
+  // once with node-redis 6's default protocol (RESP3) and once with RESP2 (node-redis 5's).
+  for (const RESP of [undefined, 2] as const) {
+    const name = RESP === undefined ? 'redis via node-redis' : 'redis via node-redis with RESP: 2';
+    describeStoreContract(name, async () => {
+      const client = await connectNodeRedisStoreClient(REDIS.port, { RESP });
+      const admin = await connectStoreClient(REDIS.port);
+      const prefix = `${RUN}-node${RESP ?? ''}`;
+      return {
+        store: redisStore({ client, prefix, maxResponseBytes: 256 * 1024 }),
+        advance: sleep,
+        close: async () => {
+          await deleteKeys(admin, `${prefix}:*`);
+          admin.disconnect();
+          client.destroy();
+        },
+      };
+    });
+  }
+
   // ioredis's auto-pipelining batches commands written in one tick (fewer syscalls under load);
   // under it `callBuffer` loses the command name, so the store must not depend on it.
   describeStoreContract('redis with enableAutoPipelining', async () => {
@@ -100,17 +116,24 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     };
   });
 
-  let client: Redis;
+});
+
+// Every test of the store's own behaviour, through each client it takes; `admin` (ioredis) reads
+// and writes records byte by byte from outside.
+for (const library of STORE_CLIENT_LIBRARIES) describe.skipIf(!up)(`redis store through ${library} (shared Redis on 6379)`, () => {
+  let connected: ConnectedStoreClient;
+  let client: ConnectedStoreClient['client'];
   let admin: Redis;
   let store: RedisStore;
   beforeAll(async () => {
-    client = await connectStoreClient(REDIS.port);
+    connected = await connectStoreClientOf(library, REDIS.port);
+    client = connected.client;
     admin = await connectStoreClient(REDIS.port);
     store = redisStore({ client, prefix: RUN });
   });
   afterAll(async () => {
     await deleteKeys(admin, `${RUN}:*`);
-    client?.disconnect();
+    connected?.close();
     admin?.disconnect();
   });
 
@@ -221,7 +244,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
   });
 
   it('costs one command per claim, completion and replay: SET NX GET claims and replays, no script', async () => {
-    const sent = commandLog(client);
+    const sent = commandLog(connected);
     const ref = { scope: 's', key: randomUUID() };
     const claim = await store.claim(ref, 'fp', opts);
     expect(sent).toEqual(['set']);
@@ -242,7 +265,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     expect(typeof record?.updatedAt).toBe('number');
   });
 
-  it('coalesceWrites: commands sent from separate callbacks of one event-loop turn leave in one socket write', async () => {
+  it.runIf(library === 'ioredis')('coalesceWrites: commands sent from separate callbacks of one event-loop turn leave in one socket write', async () => {
     /** Socket writes for 20 claims issued by 20 timers that fire in the same timers phase. */
     async function socketWrites(coalesceWrites: boolean): Promise<number> {
       const own = await connectStoreClient(REDIS.port);
@@ -276,7 +299,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
   });
 
   it('answers from SET … GET only well inside the window; near its end the claim script decides', async () => {
-    const sent = commandLog(client);
+    const sent = commandLog(connected);
     const { ref, token } = await acquire(store, undefined, { leaseMs: 1_000, windowMs: 60_000 });
     await store.complete(ref, token, ok);
     expect((await store.claim(ref, 'fp', opts)).kind).toBe('completed');
@@ -316,12 +339,9 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     ];
     // What each completion (EVALSHA sha 1 key grace token response) sent: was an argument a Buffer?
     const bufferArgs: boolean[] = [];
-    const methods = client as unknown as Record<string, (...args: unknown[]) => unknown>;
-    const evalsha = methods.evalshaBuffer!.bind(client);
-    methods.evalshaBuffer = (...args: unknown[]) => {
-      if (args.length === 6) bufferArgs.push(args.some((a) => Buffer.isBuffer(a)));
-      return evalsha(...args);
-    };
+    const restore = connected.spy((name, args) => {
+      if (name === 'evalsha' && args.length === 6) bufferArgs.push(args.some((a) => Buffer.isBuffer(a)));
+    });
     try {
       for (const body of bodies) {
         const { ref, token } = await acquire(store);
@@ -336,7 +356,7 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
         expect(raw.subarray(raw.length - body.length)).toEqual(body);
       }
     } finally {
-      delete methods.evalshaBuffer;
+      restore();
     }
     // Only the two bodies that are not UTF-8 made the completion send a Buffer.
     expect(bufferArgs).toEqual([false, false, true, true, false]);
@@ -371,27 +391,18 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
 
   it('on a server that refuses SET with both NX and GET (Redis before 7.0), every claim is a script', async () => {
     // Redis 6.2 answers this syntax error; the one here is 7, so a wrapper plays the older server.
-    let sets = 0;
-    const old = {
-      callBuffer: (command: string, ...args: RedisArgument[]) => {
-        if (command === 'set') {
-          sets++;
-          return Promise.reject(new Error('ERR syntax error'));
-        }
-        return client.callBuffer(command, ...args);
-      },
-    };
-    const s = redisStore({ client: old, prefix: RUN });
+    const old = connected.withoutSetNxGet();
+    const s = redisStore({ client: old.client, prefix: RUN });
     const { ref, token } = await acquire(s);
-    expect(sets).toBe(1);
+    expect(old.sets()).toBe(1);
     await s.complete(ref, token, ok);
     expect((await s.claim(ref, 'fp', opts)).kind).toBe('completed');
     expect((await acquire(s)).token).toMatch(/^[0-9a-f]{32}$/);
-    expect(sets).toBe(1);
+    expect(old.sets()).toBe(1);
   });
 
   it('survives SCRIPT FLUSH between operations (NOSCRIPT falls back to EVAL once)', async () => {
-    const sent = commandLog(client);
+    const sent = commandLog(connected);
     const { ref, token } = await acquire(store);
     await admin.script('FLUSH');
     await store.complete(ref, token, ok);
@@ -412,17 +423,18 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
   });
 
   it('reconnects after its connection is killed, and the next operation works', async () => {
-    const own = await connectStoreClient(REDIS.port);
-    const s = redisStore({ client: own, prefix: RUN });
+    const own = await connectStoreClientOf(library, REDIS.port);
+    const s = redisStore({ client: own.client, prefix: RUN });
     const { ref, token } = await acquire(s);
-    const before = await own.client('ID');
-    const ready = once(own, 'ready');
+    const before = await own.command('CLIENT', 'ID');
+    // Not events.once: node-redis first emits 'error' (the socket closed), which would reject it.
+    const ready = new Promise((resolve) => (own.client as unknown as NodeJS.EventEmitter).once('ready', resolve));
     expect(await admin.client('KILL', 'ID', String(before))).toBe(1);
     await ready;
     await s.complete(ref, token, ok);
     expect((await s.claim(ref, 'fp', opts)).kind).toBe('completed');
-    expect(await own.client('ID')).not.toBe(before);
-    own.disconnect();
+    expect(await own.command('CLIENT', 'ID')).not.toBe(before);
+    own.close();
   });
 
   it('reports a record that cannot be parsed with its Redis key and its idempotency key', async () => {

@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import mysql from 'mysql2';
 import mysqlPromise from 'mysql2/promise';
 import pg from 'pg';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { mysqlStore } from '../../src/stores/mysql/index.js';
@@ -62,16 +62,23 @@ describe('store factories recognise a wrong driver object', () => {
     }
   });
 
-  it('redisStore: a node-redis client says that redisStore needs ioredis and node-redis fits the patterns', () => {
-    const nodeRedis = createClient();
+  it('redisStore: takes ioredis and node-redis 5+ (standalone and Cluster, RESP2 or RESP3); refuses anything else and node-redis before 5, saying why', () => {
     const ioredis = new Redis({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    const logger = { warn: () => {}, error: () => {} };
     try {
-      const error = refusal(() => redisStore({ client: nodeRedis as never }));
-      expect(error.option).toBe('client');
-      expect(error.message).toMatch(/node-redis/);
-      expect(error.message).toMatch(/needs ioredis/);
-      expect(error.message).toMatch(/patterns/);
       expect(() => redisStore({ client: ioredis })).not.toThrow();
+      expect(() => redisStore({ client: createClient({ disableOfflineQueue: true }), logger })).not.toThrow();
+      expect(() => redisStore({ client: createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:7000' }] }), logger })).not.toThrow();
+      const neither = refusal(() => redisStore({ client: { get: () => {} } as never }));
+      expect(neither.option).toBe('client');
+      expect(neither.message).toMatch(/ioredis Redis or Cluster, or a node-redis/);
+      expect(neither.message).toMatch(/neither `callBuffer\(\)` \(ioredis\) nor `sendCommand\(\)` \(node-redis\)/);
+      // node-redis 4 has sendCommand but no per-command type mapping: its replies would be text.
+      const v4 = refusal(() => redisStore({ client: { sendCommand: async () => null } as never }));
+      expect(v4.message).toMatch(/before version 5: upgrade to redis 5 or later/);
+      // RESP3 (node-redis 6's default) reads as RESP2 does: the contract runs on both (test/stores/redis.test.ts).
+      expect(() => redisStore({ client: createClient({ RESP: 3 }), logger })).not.toThrow();
+      expect(() => redisStore({ client: createClient({ RESP: 2 }), logger })).not.toThrow();
     } finally {
       ioredis.disconnect();
     }

@@ -12,8 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import type { RedisStoreOptions } from '../../src/stores/redis/index.js';
 import { sleep } from './until.js';
 
 /**
@@ -30,6 +32,121 @@ export async function connectStoreClient(port: number, extra: RedisOptions = {})
   client.on('error', () => {});
   await client.connect();
   return client;
+}
+
+/** The two Redis clients the store takes: every Redis store suite runs on both. */
+export type StoreClientLibrary = 'ioredis' | 'node-redis';
+export const STORE_CLIENT_LIBRARIES: readonly StoreClientLibrary[] = ['ioredis', 'node-redis'];
+
+/**
+ * node-redis with what the docs recommend for it: a command fails at once while disconnected
+ * (`disableOfflineQueue`), instead of waiting in its offline queue. Connected. `RESP` left out is
+ * node-redis 6's default, RESP3.
+ */
+export async function connectNodeRedisStoreClient(port: number, { RESP }: { RESP?: 2 | 3 } = {}) {
+  const client = createClient({ socket: { host: '127.0.0.1', port }, disableOfflineQueue: true, ...(RESP === undefined ? {} : { RESP }) });
+  // node-redis throws an 'error' event nobody listens to: each reconnect failure would end the worker.
+  client.on('error', () => {});
+  await client.connect();
+  return client;
+}
+
+/** A node-redis Cluster with the recommended setting on every node it connects to. Connected. */
+export async function connectNodeRedisCluster(nodes: ReadonlyArray<{ host: string; port: number }>) {
+  const cluster = createCluster({ rootNodes: nodes.map((socket) => ({ socket: { ...socket } })), defaults: { disableOfflineQueue: true } });
+  cluster.on('error', () => {});
+  await cluster.connect();
+  return cluster;
+}
+
+/** An ioredis Cluster with the recommended settings (docs/stores/redis.md), ready. */
+export async function connectIoredisCluster(nodes: ReadonlyArray<{ host: string; port: number }>): Promise<Cluster> {
+  const client = new Cluster([...nodes], { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
+  client.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve);
+    client.once('end', () => reject(new Error('the cluster client gave up connecting')));
+  });
+  return client;
+}
+
+/** A store's client of either library, connected with the recommended settings, and how to let it go. */
+export interface ConnectedStoreClient {
+  readonly library: StoreClientLibrary;
+  readonly client: RedisStoreOptions['client'];
+  /** Calls `spy` with the name (lower case) and arguments of every command the client writes, until the returned function is called. */
+  spy(spy: (name: string, args: readonly unknown[]) => void): () => void;
+  /** True while the client is connected and answering commands. */
+  isReady(): boolean;
+  /** One command of the test's own on the store's connection (its text reply). */
+  command(...args: string[]): Promise<unknown>;
+  /** A client that answers SET with the syntax error of Redis before 7.0 (no NX with GET), counting them, and passes every other command on. */
+  withoutSetNxGet(): { client: RedisStoreOptions['client']; sets: () => number };
+  close(): void;
+}
+
+export async function connectStoreClientOf(library: StoreClientLibrary, port: number, extra: RedisOptions = {}): Promise<ConnectedStoreClient> {
+  if (library === 'ioredis') {
+    const client = await connectStoreClient(port, extra);
+    return {
+      library,
+      client,
+      spy(spy) {
+        const send = client.sendCommand.bind(client);
+        client.sendCommand = (command, stream) => {
+          spy(command.name.toLowerCase(), command.args);
+          return send(command, stream);
+        };
+        return () => void delete (client as { sendCommand?: unknown }).sendCommand;
+      },
+      isReady: () => client.status === 'ready',
+      command: (name, ...args) => client.call(name, ...args),
+      withoutSetNxGet() {
+        let sets = 0;
+        const old = {
+          callBuffer: (command: string, ...args: Array<string | Buffer | number>) => {
+            if (command === 'set') {
+              sets++;
+              return Promise.reject(new Error('ERR syntax error'));
+            }
+            return client.callBuffer(command, ...args);
+          },
+        };
+        return { client: old, sets: () => sets };
+      },
+      close: () => client.disconnect(),
+    };
+  }
+  const client = await connectNodeRedisStoreClient(port);
+  return {
+    library,
+    client,
+    spy(spy) {
+      const send = client.sendCommand.bind(client);
+      client.sendCommand = ((args: ReadonlyArray<string | Buffer>, options?: object) => {
+        spy(String(args[0]).toLowerCase(), args.slice(1));
+        return send(args, options);
+      }) as typeof client.sendCommand;
+      return () => void delete (client as { sendCommand?: unknown }).sendCommand;
+    },
+    isReady: () => client.isReady,
+    command: (...args) => client.sendCommand(args),
+    withoutSetNxGet() {
+      let sets = 0;
+      const old = {
+        sendCommand: (args: ReadonlyArray<string | Buffer>, options?: object) => {
+          if (args[0] === 'SET') {
+            sets++;
+            return Promise.reject(new Error('ERR syntax error'));
+          }
+          return client.sendCommand(args, options);
+        },
+        withTypeMapping: () => old,
+      };
+      return { client: old, sets: () => sets };
+    },
+    close: () => client.destroy(),
+  };
 }
 
 /**

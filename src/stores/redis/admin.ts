@@ -6,7 +6,8 @@
  */
 import { CorruptRecordError } from '../../core/errors.js';
 import type { IdempotencyRecord, PurgeOutcome, RecordDetails, RecordRef, RecordSummary, StoreAdmin, StoredResponse } from '../../core/store.js';
-import type { RedisArgument, RedisBufferClient } from '../../drivers/redis.js';
+import type { RedisArgument } from '../../drivers/redis.js';
+import type { StoreClient } from './client.js';
 import { isExpiredAt, summarize, walkingAdmin } from '../shared/admin.js';
 import type { LuaScript } from './lua.js';
 import { script } from './lua.js';
@@ -57,7 +58,7 @@ return 1
 );
 
 export interface RedisAdminAccess {
-  readonly client: RedisBufferClient;
+  readonly client: StoreClient;
   /** The SCAN pattern of every record key under the prefix. */
   readonly pattern: string;
   readonly keyOf: (ref: RecordRef) => string;

@@ -6,7 +6,6 @@ import { InvalidOptionError, StoreUnavailableError } from '../../core/errors.js'
 import type { Claim, ClaimOptions, RecordRef } from '../../core/store.js';
 import { newOwnerToken } from '../../core/token.js';
 import { checkRecordRef } from '../../core/validate.js';
-import { sendBuffer } from '../../drivers/redis.js';
 import type { RedisContext } from './context.js';
 import { runScript } from './context.js';
 import { CLAIM } from './lua.js';
@@ -75,7 +74,7 @@ async function claimBySet(c: RedisContext, key: string, ref: RecordRef, fingerpr
   let reply: unknown;
   try {
     c.coalesce?.();
-    reply = await sendBuffer(c.client, 'set', [key, fresh, 'PX', ttlMs, 'NX', 'GET']);
+    reply = await c.client.send('set', key, [key, fresh, 'PX', ttlMs, 'NX', 'GET']);
   } catch (error) {
     const message = messageOf(error);
     if (message.startsWith('WRONGTYPE')) throw corrupt(key, ref, WRONG_TYPE);

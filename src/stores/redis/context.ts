@@ -4,14 +4,16 @@
  */
 import { LeaseLostError, StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
-import type { RedisArgument, RedisBufferClient } from '../../drivers/redis.js';
-import { evalScript, sendBuffer } from '../../drivers/redis.js';
+import type { RedisArgument } from '../../drivers/redis.js';
+import { evalScript } from '../../drivers/redis.js';
+import type { StoreClient } from './client.js';
 import type { LuaScript } from './lua.js';
 import { CORRUPT_CODE } from './lua.js';
 import { WRONG_TYPE, corrupt, messageOf } from './reply.js';
 
 export interface RedisContext {
-  readonly client: RedisBufferClient;
+  /** ioredis or node-redis, resolved once (client.ts). */
+  readonly client: StoreClient;
   readonly prefix: string;
   readonly maxResponseBytes: number;
   /** `graceMs`, and as the scripts take it. */
@@ -31,7 +33,7 @@ export async function runScript(c: RedisContext, script: LuaScript, key: string,
   try {
     return await evalScript(script, (command, shaOrSource) => {
       if (command === 'evalsha') c.coalesce?.();
-      return sendBuffer(c.client, command, [shaOrSource, 1, key, c.graceMs, ...args]);
+      return c.client.send(command, key, [shaOrSource, 1, key, c.graceMs, ...args]);
     });
   } catch (error) {
     const message = messageOf(error);

@@ -2,8 +2,7 @@
 import { hash } from 'node:crypto';
 import { StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
-import type { RedisBufferClient } from '../../drivers/redis.js';
-import { sendBuffer } from '../../drivers/redis.js';
+import type { StoreClient } from './client.js';
 import { messageOf, text } from './reply.js';
 
 /**
@@ -36,14 +35,19 @@ const SCAN_COUNT = 500;
  * server otherwise): never KEYS, so Redis is not blocked for the pass. A key may be gone by the
  * time its page is read. A SCAN that fails throws `StoreUnavailableError` naming `pass`.
  */
-export async function* scanKeys(client: RedisBufferClient, pattern: string, pass: string): AsyncGenerator<string[]> {
-  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
+export async function* scanKeys(client: StoreClient, pattern: string, pass: string): AsyncGenerator<string[]> {
+  let nodes;
+  try {
+    nodes = await client.masters();
+  } catch (error) {
+    throw new StoreUnavailableError(`redis store: ${pass} failed: ${messageOf(error)}`, { cause: error });
+  }
   for (const node of nodes) {
     let cursor = '0';
     do {
       let reply: unknown;
       try {
-        reply = await sendBuffer(node, 'scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
+        reply = await node.send('scan', [cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]);
       } catch (error) {
         throw new StoreUnavailableError(`redis store: ${pass} failed: ${messageOf(error)}`, { cause: error });
       }

@@ -5,11 +5,10 @@ import type { IdempotencyLogger } from '../../core/logger.js';
 import { consoleLogger } from '../../core/logger.js';
 import { optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
-import type { RedisBufferClient, RedisClient as DriverRedisClient } from '../../drivers/redis.js';
-import { writeCoalescer } from '../../drivers/redis.js';
+import type { NodeRedisClient, NodeRedisCluster, RedisBufferClient, RedisClient as DriverRedisClient } from '../../drivers/redis.js';
 import { redisAdmin } from './admin.js';
 import { claim, ms } from './claim.js';
-import { notIoredis, warnAboutClient } from './client.js';
+import { clientProblem, storeClient, warnAboutClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { fencedScript, runScript } from './context.js';
 import { redisRecordKey, scanKeys } from './keys.js';
@@ -25,18 +24,21 @@ import { verify } from './verify.js';
 export type RedisCommandClient = Required<Pick<DriverRedisClient, 'callBuffer'>>;
 
 /**
- * What the store accepts: an ioredis `Redis` or `Cluster` (`callBuffer`, Buffer replies). `nodes`
- * exists on a Cluster (`reap` scans each master); `stream`, on a standalone client, lets
- * `coalesceWrites` cork its socket. A node-redis client does not fit: the store needs Buffer replies.
+ * What the store accepts: an ioredis `Redis` or `Cluster` (`callBuffer`, Buffer replies; `nodes`
+ * on a Cluster, so `reap` scans each master; `stream` on a standalone client, so
+ * `coalesceWrites` can cork its socket), or a node-redis 5/6 client (`createClient()`) or Cluster
+ * (`createCluster()`), asked for Buffer replies per command through `typeMapping`.
  */
-export type RedisClient = RedisBufferClient;
+export type RedisClient = RedisBufferClient | NodeRedisClient | NodeRedisCluster;
 
 export interface RedisStoreOptions {
   /**
-   * An ioredis `Redis` or `Cluster`, created by the caller. Required. Recommended settings, and
-   * why, are in docs/stores/redis.md (`enableOfflineQueue: false`, `maxRetriesPerRequest: 0`);
-   * a client that would queue commands while Redis is down, or resend them more than once after
-   * a reconnect, is named in one warning to `logger` when the store is made.
+   * An ioredis `Redis` or `Cluster`, or a node-redis 5/6 `createClient()` or `createCluster()`,
+   * created (and connected) by the caller. Required. Recommended settings, and why, are in
+   * docs/stores/redis.md (ioredis: `enableOfflineQueue: false`, `maxRetriesPerRequest: 0`;
+   * node-redis: `disableOfflineQueue: true`); a client that would queue commands while Redis is
+   * down, or resend them more than once after a reconnect, is named in one warning to `logger`
+   * when the store is made.
    */
   readonly client: RedisClient;
   /**
@@ -65,8 +67,9 @@ export interface RedisStoreOptions {
    * Hold the client's socket writes until the end of the event-loop turn (cork, then uncork in
    * `setImmediate`), so the commands of every request served in one turn leave in one write, as
    * node-redis does by default. Under load this saves a system call per command; an idle server
-   * sends a command a fraction of a millisecond later. Standalone clients only (a Cluster's
-   * commands go through its node clients and are sent as they come).
+   * sends a command a fraction of a millisecond later. Standalone ioredis clients only (a
+   * Cluster's commands go through its node clients and are sent as they come; node-redis
+   * already writes one turn's commands together).
    * @default true
    */
   readonly coalesceWrites?: boolean;
@@ -104,7 +107,8 @@ const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 const MAX_BODY_LIMIT = 511 * 1024 * 1024;
 
 /**
- * The Redis store on ioredis (standalone or Cluster). Every operation is one command: the claim
+ * The Redis store on ioredis or node-redis (standalone or Cluster): the client is resolved once,
+ * here (client.ts), into the one way each command is sent. Every operation is one command: the claim
  * of a new key and a replay a native `SET … NX GET` (claim.ts), every other decision one EVALSHA
  * of a Lua script (lua.ts) on the Redis clock. A record is one string (a fixed head, JSON, then the
  * response with a fixed head of its own; record.ts) with a TTL. Not transactional: see
@@ -112,7 +116,7 @@ const MAX_BODY_LIMIT = 511 * 1024 * 1024;
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   const read = optionReader('redisStore()', options);
-  const client = read.driver('client', ['callBuffer'], 'an ioredis Redis or Cluster client', { refuse: notIoredis });
+  const given = read.driver('client', [], 'an ioredis Redis or Cluster, or a node-redis (5 or later) createClient() or createCluster()', { refuse: clientProblem });
   const prefix = read.value('prefix') ?? 'idemkit';
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
     read.fail('prefix', `expected 1 to 64 letters, digits, "_", "-", "." or ":" (no spaces, braces or control characters), got ${JSON.stringify(prefix)}`);
@@ -121,11 +125,11 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   if (maxResponseBytes > MAX_BODY_LIMIT) read.fail('maxResponseBytes', `Redis cannot store more than ${MAX_BODY_LIMIT} bytes`);
   const grace = read.integer('graceMs', { default: 60_000 });
   const completeRetryMs = read.integer('completeRetryMs', { default: 10_000 });
-  const coalesce = read.boolean('coalesceWrites', { default: true }) ? writeCoalescer(client) : undefined;
+  const client = storeClient(given, read.boolean('coalesceWrites', { default: true }));
   const verifyTimeoutMs = read.duration('verifyTimeoutMs', { default: 5_000, min: 1 });
   const logger = read.driver('logger', ['warn', 'error'], 'a logger with warn() and error() (console, pino, …)', { optional: true }) ?? consoleLogger;
   read.done();
-  warnAboutClient(client, logger);
+  warnAboutClient(given, client, logger);
   // The engine passes one ref object to the claim and to the completion: hash it once.
   const keys = new WeakMap<RecordRef, string>();
   const keyOf = (ref: RecordRef) => {
@@ -135,7 +139,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   };
   // Every record key: `<prefix>:{` + 64 hex digits + `}`. The prefix holds no glob characters.
   const pattern = `${prefix}:{${'[0-9a-f]'.repeat(64)}}`;
-  const c: RedisContext = { client, prefix, maxResponseBytes, grace, graceMs: String(grace), completeRetryMs, verifyTimeoutMs, coalesce, keyOf, setNxGet: true };
+  const c: RedisContext = { client, prefix, maxResponseBytes, grace, graceMs: String(grace), completeRetryMs, verifyTimeoutMs, coalesce: client.coalescer, keyOf, setNxGet: true };
 
   return {
     name: 'redis',

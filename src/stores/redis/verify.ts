@@ -4,9 +4,8 @@
  * Cluster, the server hashes a record key as the client routes it. Each refusal names its fix.
  */
 import { StoreIncompatibleError, StoreUnavailableError } from '../../core/errors.js';
-import type { RedisArgument, RedisClient } from '../../drivers/redis.js';
-import { sendBuffer } from '../../drivers/redis.js';
-import { addressOf, keyPrefixOf, queuesOffline } from './client.js';
+import type { RedisArgument } from '../../drivers/redis.js';
+import type { StoreCommand, StoreNode } from './client.js';
 import type { RedisContext } from './context.js';
 import { keySlot, redisRecordKey } from './keys.js';
 import type { LuaScript } from './lua.js';
@@ -16,31 +15,28 @@ import { messageOf, text } from './reply.js';
 /** Every script the store runs: what `verify()` loads on each master. */
 const SCRIPTS: readonly LuaScript[] = [CLAIM, RENEW, CHECKPOINT, COMPLETE, RELEASE, READ, REAP];
 
-/** A node the commands of `verify()` go to: a master of a Cluster, or the client itself. */
-type RedisCommandClient = Required<Pick<RedisClient, 'callBuffer'>>;
-
 /** One command of `verify()` on `node`: its reply, or the typed error that says what to fix. */
-async function ask(c: RedisContext, node: RedisCommandClient, command: 'ping' | 'info' | 'script' | 'evalsha' | 'cluster', args: RedisArgument[], what: string): Promise<unknown> {
+async function ask(c: RedisContext, node: StoreNode, command: StoreCommand, args: RedisArgument[], what: string): Promise<unknown> {
   try {
-    return await sendBuffer(node, command, args);
+    return await node.send(command, args);
   } catch (error) {
-    throw refusal(messageOf(error), addressOf(node), what, c.prefix, error);
+    throw refusal(messageOf(error), node.address, what, c.prefix, error);
   }
 }
 
-async function verifyNode(c: RedisContext, node: RedisCommandClient): Promise<void> {
-  const where = addressOf(node);
+async function verifyNode(c: RedisContext, node: StoreNode): Promise<void> {
+  const where = node.address;
   try {
-    await sendBuffer(node, 'ping', []);
+    await node.send('ping', []);
   } catch (error) {
     throw new StoreUnavailableError(
-      `redis store: Redis at ${where} does not answer PING (${messageOf(error)}); check that Redis runs there, that the client was given that address and its credentials, and that it is connected (with enableOfflineQueue: false, await client.connect() before verify())`,
+      `redis store: Redis at ${where} does not answer PING (${messageOf(error)}); check that Redis runs there, that the client was given that address and its credentials, and that it is connected (${c.client.library === 'ioredis' ? 'with enableOfflineQueue: false, ' : ''}await client.connect() before verify())`,
       { cause: error },
     );
   }
   let info: string | undefined;
   try {
-    info = text(await sendBuffer(node, 'info', ['server']));
+    info = text(await node.send('info', ['server']));
   } catch (error) {
     // An ACL may refuse INFO (@dangerous): the version is then not known, and the scripts still load below.
     if (!/^NOPERM\b/.test(messageOf(error))) throw refusal(messageOf(error), where, 'INFO', c.prefix, error);
@@ -63,10 +59,11 @@ export async function verify(c: RedisContext): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      const queued = queuesOffline(c.client) ? '; the client queues commands while it is disconnected (enableOfflineQueue), so they were waiting for a connection' : '';
+      const setting = c.client.offlineQueue();
+      const queued = setting === undefined ? '' : `; the client queues commands while it is disconnected (${setting}), so they were waiting for a connection`;
       reject(
         new StoreUnavailableError(
-          `redis store: verify() got no answer from Redis at ${addressOf(c.client)} within ${c.verifyTimeoutMs} ms (option \`verifyTimeoutMs\`)${queued}; check that Redis runs there, that the client was given that address and its credentials, and that it is connected (await client.connect() before verify())`,
+          `redis store: verify() got no answer from Redis at ${c.client.address} within ${c.verifyTimeoutMs} ms (option \`verifyTimeoutMs\`)${queued}; check that Redis runs there, that the client was given that address and its credentials, and that it is connected (await client.connect() before verify())`,
         ),
       );
     }, c.verifyTimeoutMs);
@@ -80,26 +77,34 @@ export async function verify(c: RedisContext): Promise<void> {
 }
 
 async function check(c: RedisContext): Promise<void> {
-  const rewriting = keyPrefixOf(c.client);
+  const rewriting = c.client.keyPrefix;
   if (rewriting !== undefined) {
     throw new StoreIncompatibleError(
       'key-prefix',
       `redis store: the ioredis client adds keyPrefix ${JSON.stringify(rewriting)} to every key, so the store's keys are not the ones reap scans for (and a brace in it would move every record onto one Cluster slot); remove keyPrefix from the client's options and give the store \`prefix\` instead`,
     );
   }
-  const cluster = typeof c.client.nodes === 'function';
-  const nodes = cluster ? c.client.nodes!('master') : [c.client];
+  const cluster = c.client.cluster;
+  let nodes: StoreNode[];
+  try {
+    nodes = await c.client.masters();
+  } catch (error) {
+    throw new StoreUnavailableError(`redis store: the Cluster's masters cannot be reached (${messageOf(error)}); check that the client is connected (await client.connect() before verify())`, { cause: error });
+  }
   if (nodes.length === 0) {
-    throw new StoreUnavailableError('redis store: the Cluster client knows no master node; await its `ready` event (or check its startup nodes) before verify()');
+    const wait = c.client.library === 'ioredis' ? 'await its `ready` event' : 'await cluster.connect()';
+    throw new StoreUnavailableError(`redis store: the Cluster client knows no master node; ${wait} (or check its startup nodes) before verify()`);
   }
   await Promise.all(nodes.map((node) => verifyNode(c, node)));
   // A read-only script on a key under the prefix: EVALSHA, and the ACL's key patterns, as every operation uses them.
   const probe = redisRecordKey(c.prefix, { scope: 'idemkit:verify', key: 'probe' });
-  const found = await ask(c, c.client, 'evalsha', [READ.sha, 1, probe, c.graceMs], 'EVALSHA (the read script)');
+  // Through the client's own routing (by the key on a Cluster), as every operation is sent.
+  const routed: StoreNode = { address: c.client.address, send: (command, args) => c.client.send(command, probe, args) };
+  const found = await ask(c, routed, 'evalsha', [READ.sha, 1, probe, c.graceMs], 'EVALSHA (the read script)');
   if (found !== null) throw new StoreUnavailableError(`redis store: the verify probe key ${probe} holds a record; it is never written, so another program writes under the prefix ${JSON.stringify(c.prefix)}`);
   if (!cluster) return;
   // Each script takes one key, the record's: the client routes it by its hash tag, and the server must agree.
-  const answer = await ask(c, c.client, 'cluster', ['KEYSLOT', probe], 'CLUSTER KEYSLOT');
+  const answer = await ask(c, routed, 'cluster', ['KEYSLOT', probe], 'CLUSTER KEYSLOT');
   const slot = typeof answer === 'number' ? answer : Number(text(answer));
   if (slot !== keySlot(probe)) {
     throw new StoreIncompatibleError(

@@ -10,6 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import type { RedisStoreOptions } from '../../../src/stores/redis/index.js';
 import { redisStore } from '../../../src/stores/redis/index.js';
 import { deleteKeys } from '../../support/redis-servers.js';
 import type { ModelHarness } from './harness.js';
@@ -17,9 +18,10 @@ import { waitPast } from './harness.js';
 
 export const REDIS_UNIT_MS = 200;
 
-export function redisHarness(name: string, client: Redis | Cluster, close: () => Promise<void> | void): ModelHarness {
+/** `client` is the store's (ioredis or node-redis); `admin`, an ioredis client of the same server or Cluster, deletes the run's keys. */
+export function redisHarness(name: string, client: RedisStoreOptions['client'], admin: Redis | Cluster, close: () => Promise<void> | void): ModelHarness {
   const run = `idemkit-model-${randomUUID().slice(0, 8)}`;
-  const masters = () => ('nodes' in client && typeof client.nodes === 'function' ? client.nodes('master') : [client as Redis]);
+  const masters = () => ('nodes' in admin && typeof admin.nodes === 'function' ? admin.nodes('master') : [admin as Redis]);
   let runs = 0;
   return {
     name,

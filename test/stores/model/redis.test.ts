@@ -3,20 +3,26 @@
  * redis-harness.ts (real time, short units, at most two sleeps per run).
  */
 import { describe } from 'vitest';
-import { connectStoreClient } from '../../support/redis-servers.js';
+import { STORE_CLIENT_LIBRARIES, connectStoreClient, connectStoreClientOf } from '../../support/redis-servers.js';
 import { REDIS, requireService } from '../../support/services.js';
 import { redisHarness } from './redis-harness.js';
 import { itMatchesTheModel } from './run.js';
 
 const up = await requireService(REDIS);
 
-describe.skipIf(!up)('model-based: redis store', () => {
-  itMatchesTheModel(
-    'redis',
-    async () => {
-      const client = await connectStoreClient(REDIS.port);
-      return redisHarness('redis', client, () => void client.disconnect());
-    },
-    { runs: 10 },
-  );
-});
+for (const library of STORE_CLIENT_LIBRARIES) {
+  describe.skipIf(!up)(`model-based: redis store through ${library}`, () => {
+    itMatchesTheModel(
+      `redis through ${library}`,
+      async () => {
+        const connected = await connectStoreClientOf(library, REDIS.port);
+        const admin = await connectStoreClient(REDIS.port);
+        return redisHarness(`redis through ${library}`, connected.client, admin, () => {
+          connected.close();
+          admin.disconnect();
+        });
+      },
+      { runs: 10 },
+    );
+  });
+}
