@@ -94,14 +94,17 @@ export function returningOldItems(client: DynamoDBClientLike): DynamoDBClientLik
   };
 }
 
-/** A client that counts what the store sends, by operation, and sends it on. */
-export function counting(client: DynamoDBClientLike): DynamoDBClientLike & { calls: string[] } {
+/** A client that counts what the store sends, by operation (and keeps each input), and sends it on. */
+export function counting(client: DynamoDBClientLike): DynamoDBClientLike & { calls: string[]; inputs: Array<Record<string, unknown>> } {
   const calls: string[] = [];
+  const inputs: Array<Record<string, unknown>> = [];
   const send = client.send.bind(client) as unknown as (command: object) => Promise<unknown>;
   return {
     calls,
-    send: (async (command: { constructor: { name: string } }) => {
+    inputs,
+    send: (async (command: { constructor: { name: string }; input: Record<string, unknown> }) => {
       calls.push(command.constructor.name.replace(/Command$/, ''));
+      inputs.push(command.input);
       return send(command);
     }) as DynamoDBClientLike['send'],
   };

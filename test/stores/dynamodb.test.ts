@@ -85,8 +85,12 @@ describe('dynamodbStore', () => {
     const first = await store.claim(r, 'fp', opts);
     if (first.kind !== 'acquired') throw new Error(first.kind);
     client.calls.length = 0;
+    client.inputs.length = 0;
     expect(await store.claim(r, 'fp', opts)).toMatchObject({ kind: 'in_flight' });
     expect(client.calls).toEqual(['PutItem', 'GetItem']);
+    // The put asked for the old item (DynamoDB would send it); the read is strongly consistent.
+    expect(client.inputs[0]).toMatchObject({ ReturnValuesOnConditionCheckFailure: 'ALL_OLD', ConditionExpression: expect.stringMatching(/^attribute_not_exists\(#pk\) OR /) });
+    expect(client.inputs[1]).toMatchObject({ ConsistentRead: true });
     await store.complete(r, first.token, ok);
     client.calls.length = 0;
     expect((await store.claim(r, 'other', opts)).kind).toBe('mismatch');
