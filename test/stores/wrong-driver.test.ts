@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import mysql from 'mysql2';
 import mysqlPromise from 'mysql2/promise';
 import pg from 'pg';
-import { createClient, createCluster } from 'redis';
+import { createClient, createCluster, createSentinel } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/core/errors.js';
 import { mysqlStore } from '../../src/stores/mysql/index.js';
@@ -79,6 +79,10 @@ describe('store factories recognise a wrong driver object', () => {
       // RESP3 (node-redis 6's default) reads as RESP2 does: the contract runs on both (test/stores/redis.test.ts).
       expect(() => redisStore({ client: createClient({ RESP: 3 }), logger })).not.toThrow();
       expect(() => redisStore({ client: createClient({ RESP: 2 }), logger })).not.toThrow();
+      // A Sentinel client's sendCommand takes other arguments: refused, naming what works instead.
+      const sentinel = refusal(() => redisStore({ client: createSentinel({ name: 'mymaster', sentinelRootNodes: [{ host: '127.0.0.1', port: 1 }] }) as never, logger }));
+      expect(sentinel.option).toBe('client');
+      expect(sentinel.message).toContain('a node-redis Sentinel client (createSentinel()) is not supported: use ioredis');
     } finally {
       ioredis.disconnect();
     }

@@ -46,16 +46,20 @@ export interface StoreClient {
 /**
  * Which client `value` is, or why it is not one the store takes. ioredis has `callBuffer`;
  * node-redis 5 and 6 have `sendCommand` and `withTypeMapping` (4 has no per-command type
- * mapping, so its replies could not keep bodies as bytes). RESP2 and RESP3 (node-redis 6's
- * default) both do: a script answers in RESP2's terms unless it calls `redis.setresp(3)`, which
- * the store's never do (a false is a nil either way, a true is 1), and of the other replies only
- * `INFO`'s changes type (a verbatim string, which node-redis hands over as text).
+ * mapping, so its replies could not keep bodies as bytes); their Sentinel client is refused.
+ * RESP2 and RESP3 (node-redis 6's default) both do: a script answers in RESP2's terms unless it
+ * calls `redis.setresp(3)`, which the store's never do (a false is a nil either way, a true is
+ * 1), and of the other replies only `INFO`'s changes type (a verbatim string, read as text).
  */
 export function clientProblem(value: object): string | undefined {
   const candidate = value as { callBuffer?: unknown; sendCommand?: unknown; withTypeMapping?: unknown };
   if (typeof candidate.callBuffer === 'function') return undefined;
   if (typeof candidate.sendCommand !== 'function') return 'it has neither `callBuffer()` (ioredis) nor `sendCommand()` (node-redis)';
   if (typeof candidate.withTypeMapping !== 'function') return 'this looks like a node-redis client before version 5: upgrade to redis 5 or later (createClient() or createCluster()), or use ioredis';
+  // Its sendCommand takes (isReadonly, args): not one of the two shapes above, and not tested here.
+  if (typeof (value as { getSentinelNode?: unknown }).getSentinelNode === 'function') {
+    return 'a node-redis Sentinel client (createSentinel()) is not supported: use ioredis, whose Redis follows a Sentinel-managed master (new Redis({ sentinels, name })), or a node-redis createClient() or createCluster()';
+  }
   return undefined;
 }
 
