@@ -22,8 +22,9 @@ export interface Dynalite {
   close(): Promise<void>;
 }
 
-export async function startDynalite(): Promise<Dynalite> {
-  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+/** `createTableMs`: how long a new table stays CREATING (DynamoDB takes seconds); 0 by default. */
+export async function startDynalite(options: { createTableMs?: number } = {}): Promise<Dynalite> {
+  const server = dynalite({ createTableMs: options.createTableMs ?? 0, deleteTableMs: 0, updateTableMs: 0 });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const clients: DynamoDBClient[] = [];

@@ -243,6 +243,55 @@ describe('dynamodbStore', () => {
     });
   });
 
+  it('reads every page of a Scan (a page ends at 1 MB of items, before the filter and the projection): list, stats, listAbandoned and reap', async () => {
+    const client = counting(withTtlApi(db.client()));
+    const { store, clock } = await newStore({ client });
+    const scope = `s-${randomUUID()}`;
+    const body = new Uint8Array(300 * 1024);
+    for (let i = 0; i < 6; i++) {
+      const r = { scope, key: `done-${i}` };
+      const claim = await store.claim(r, 'fp', { leaseMs: 1_000, windowMs: 60_000 });
+      if (claim.kind !== 'acquired') throw new Error(claim.kind);
+      await store.complete(r, claim.token, { status: 200, headers: [], body, bodyOmitted: false });
+    }
+    // The one abandoned record, written last: on the last page.
+    expect((await store.claim({ scope, key: 'gone' }, 'fp', { leaseMs: 1, windowMs: 120_000 })).kind).toBe('acquired');
+    await clock.advance(1);
+    const scans = async <T>(read: () => Promise<T>): Promise<[T, number]> => {
+      client.calls.length = 0;
+      const out = await read();
+      return [out, client.calls.filter((call) => call === 'Scan').length];
+    };
+    const [listed, listScans] = await scans(() => store.admin.list({ scope, limit: 100 }));
+    expect(listed).toHaveLength(7);
+    expect(listScans).toBeGreaterThan(1);
+    const [stats, statsScans] = await scans(() => store.admin.stats());
+    expect(stats).toMatchObject({ completed: 6, inFlight: 1, abandoned: 1, bodyBytes: 6 * 300 * 1024 });
+    expect(statsScans).toBeGreaterThan(1);
+    const [abandoned, abandonedScans] = await scans(() => store.listAbandoned());
+    expect(abandoned.map((r) => r.key)).toEqual(['gone']);
+    expect(abandonedScans).toBeGreaterThan(1);
+    await clock.advance(60_000);
+    const [reaped, reapScans] = await scans(() => store.reap());
+    expect(reaped).toBe(6);
+    expect(reapScans).toBeGreaterThan(1);
+    expect((await store.admin.stats()).completed).toBe(0);
+  });
+
+  it('migrate() waits until a new table is ACTIVE (DynamoDB takes seconds; this dynalite 300 ms), so the first claim after it finds the table', async () => {
+    const slow = await startDynalite({ createTableMs: 300 });
+    try {
+      const client = counting(withTtlApi(slow.client()));
+      const table = uniqueTable();
+      const store = dynamodbStore({ client, table });
+      expect(await store.migrate()).toEqual([`table ${table}`, `TTL on ${table}.ttl`]);
+      expect(client.calls.filter((call) => call === 'DescribeTable').length).toBeGreaterThan(1);
+      expect((await store.claim(ref(), 'fp', opts)).kind).toBe('acquired');
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('answers StoreUnavailableError when DynamoDB does not answer', async () => {
     const gone = await startDynalite();
     await gone.close();
