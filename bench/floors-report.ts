@@ -93,6 +93,18 @@ export interface PgWorkloadFloor {
   /** This (client) process's CPU µs per request, one per repetition: where the store's own work shows. */
   readonly storeCpuMicros: readonly number[];
   readonly rawCpuMicros: readonly number[];
+  /** CPU µs per request of the pool's PostgreSQL backends (the same statements: the same on both sides). */
+  readonly storeServerMicros: readonly number[];
+  readonly rawServerMicros: readonly number[];
+}
+
+/**
+ * Where the time would go on a machine whose CPU is the limit (client and server on one host, as
+ * here): the raw loop's client + server CPU per request over the store's, per repetition. It does
+ * not move with other processes' load as throughput does.
+ */
+export function cpuBoundRatios(w: PgWorkloadFloor): number[] {
+  return w.storeCpuMicros.map((s, i) => (w.rawCpuMicros[i]! + w.rawServerMicros[i]!) / (s + w.storeServerMicros[i]!));
 }
 
 export interface PgFloor {
@@ -173,7 +185,7 @@ export function floorTargets(results: FloorResults): FloorTarget[] {
       ok: r.median >= PG_TARGET,
       text:
         `PostgreSQL, ${w.workload === 'new-key' ? 'new key (claim + complete, two commits)' : 'replay (one claim)'}: idemkit at ${spreadText(r)} × the raw loop's ` +
-        `throughput at ${results.postgres!.concurrency} in flight (target ≥ ${PG_TARGET})`,
+        `throughput at ${results.postgres!.concurrency} in flight (target ≥ ${PG_TARGET}); CPU-bound ratio ${spreadText(spreadOf(cpuBoundRatios(w)))}`,
     });
   }
   for (const w of results.sqlite?.workloads ?? []) {
@@ -217,15 +229,17 @@ export function floorsSection(results: FloorResults): string {
       '',
       `${pg.concurrency} requests in flight (the HTTP bench's connections), each a claim then a complete (new key) or one claim (replay), ` +
         `through one \`pg.Pool\` of max ${pg.poolMax} (as the bench server opens it), ${pg.warmupSec} s warm-up then ${pg.durationSec} s per side and repetition ` +
-        'in slices of 0.5 s that alternate between the sides. *Client CPU*: this process\'s CPU time per request (the raw loop\'s is the driver\'s alone).',
+        'in slices of 0.5 s that alternate between the sides. *Client CPU*: this process\'s CPU time per request (the raw loop\'s is the driver\'s alone); ' +
+        "*PostgreSQL CPU*: the pool's backends' (from /proc); *CPU-bound ratio*: (raw client + server CPU) ÷ (idemkit's), the throughput ratio on a machine " +
+        'whose cores are the limit, which other processes\' load does not move.',
       '',
-      '| workload | statements | idemkit req/s | raw loop req/s | idemkit ÷ raw | client CPU µs/req: idemkit | raw loop |',
-      '|---|---:|---:|---:|---:|---:|---:|',
+      '| workload | statements | idemkit req/s | raw loop req/s | idemkit ÷ raw | client CPU µs/req: idemkit | raw loop | PostgreSQL CPU µs/req: idemkit | raw loop | CPU-bound ratio |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     for (const w of pg.workloads) {
       out.push(
         `| ${w.workload} | ${w.statements} | ${int(median(w.storeRps))} | ${int(median(w.rawRps))} | ${spreadText(spreadOf(ratios(w.storeRps, w.rawRps)))} | ` +
-          `${r1(median(w.storeCpuMicros))} | ${r1(median(w.rawCpuMicros))} |`,
+          `${r1(median(w.storeCpuMicros))} | ${r1(median(w.rawCpuMicros))} | ${r1(median(w.storeServerMicros))} | ${r1(median(w.rawServerMicros))} | ${spreadText(spreadOf(cpuBoundRatios(w)))} |`,
       );
     }
     out.push('', 'The statements, as the store sent them:', '');

@@ -39,6 +39,7 @@ import { POSTGRES_URL } from './stores.js';
 
 /** The bench server's pool size (bench/stores.ts): the store is measured as the HTTP bench runs it. */
 const POOL_MAX = 10;
+const APPLICATION = `idemkit-floors-${process.pid}`;
 const CLAIM = { leaseMs: 30_000, windowMs: 86_400_000 };
 const FACTS = { method: 'POST', path: ROUTE, contentType: CONTENT_TYPE, body: Buffer.from(BODY) };
 const FP = fingerprint(FACTS);
@@ -84,13 +85,31 @@ interface Tally {
   requests: number;
   wallMs: number;
   cpuMicros: number;
+  /** CPU time of the database server processes serving this side (PostgreSQL's backends of the pool). */
+  serverMicros: number;
 }
-const tally = (): Tally => ({ requests: 0, wallMs: 0, cpuMicros: 0 });
+const tally = (): Tally => ({ requests: 0, wallMs: 0, cpuMicros: 0, serverMicros: 0 });
+
+/** CPU µs used so far by these processes, from /proc (0 off Linux or for a process gone). */
+function processesMicros(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) * 10_000; // utime + stime, USER_HZ = 100
+    } catch {
+      // gone, or no /proc
+    }
+  }
+  return total;
+}
 
 /** `concurrency` workers in flight at once, each running `op` until the time is up, added to `into`. */
-async function closedLoop(concurrency: number, seconds: number, op: () => Promise<void>, into: Tally = tally()): Promise<Tally> {
+async function closedLoop(concurrency: number, seconds: number, op: () => Promise<void>, into: Tally = tally(), serverPids: readonly number[] = []): Promise<Tally> {
   const deadline = performance.now() + seconds * 1e3;
   let done = 0;
+  const server = processesMicros(serverPids);
   const cpu = process.cpuUsage();
   const started = performance.now();
   const worker = async () => {
@@ -102,6 +121,7 @@ async function closedLoop(concurrency: number, seconds: number, op: () => Promis
   await Promise.all(Array.from({ length: concurrency }, worker));
   const used = process.cpuUsage(cpu);
   into.wallMs += performance.now() - started;
+  into.serverMicros += processesMicros(serverPids) - server;
   into.requests += done;
   into.cpuMicros += used.user + used.system;
   return into;
@@ -111,12 +131,19 @@ async function closedLoop(concurrency: number, seconds: number, op: () => Promis
  * One repetition: each side runs for `seconds` in all, in slices that alternate (A B B A …), so a
  * machine whose load moves (other agents' test runs share it) weighs on both sides alike.
  */
-async function alternating(concurrency: number, seconds: number, a: () => Promise<void>, b: () => Promise<void>, first: 'a' | 'b'): Promise<{ a: Tally; b: Tally }> {
+async function alternating(
+  concurrency: number,
+  seconds: number,
+  a: () => Promise<void>,
+  b: () => Promise<void>,
+  first: 'a' | 'b',
+  serverPids: readonly number[],
+): Promise<{ a: Tally; b: Tally }> {
   const slices = Math.max(1, Math.round(seconds / SLICE_SEC));
   const out = { a: tally(), b: tally() };
   for (let i = 0; i < slices; i++) {
     const order = (i % 2 === 0) === (first === 'a') ? (['a', 'b'] as const) : (['b', 'a'] as const);
-    for (const side of order) await closedLoop(concurrency, seconds / slices, side === 'a' ? a : b, out[side]);
+    for (const side of order) await closedLoop(concurrency, seconds / slices, side === 'a' ? a : b, out[side], serverPids);
   }
   return out;
 }
@@ -125,7 +152,9 @@ const SLICE_SEC = 0.5;
 const BLOCK = 250;
 
 async function measurePostgres(o: FloorOptions): Promise<{ floor: PgFloor; version: string }> {
-  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: POOL_MAX });
+  // Named, so its backends can be found (their CPU time is read from /proc); never closed when
+  // idle, so the backends found stay the ones serving it. Neither changes what a query costs.
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: POOL_MAX, application_name: APPLICATION, idleTimeoutMillis: 0 });
   pool.on('error', () => {});
   const table = `bench_floors_${process.pid}`;
   const sent: Array<{ text: string; name?: string; values: unknown; result: Promise<pg.QueryResult> }> = [];
@@ -221,19 +250,25 @@ async function measurePostgres(o: FloorOptions): Promise<{ floor: PgFloor; versi
       const rawRps: number[] = [];
       const storeCpu: number[] = [];
       const rawCpu: number[] = [];
+      const storeServer: number[] = [];
+      const rawServer: number[] = [];
       for (let r = 0; r < o.repetitions; r++) {
         await waitForQuiet(o.noiseLimit, o.quietWaitMs, o.log);
-        const got = await alternating(CONNECTIONS, o.durationSec, sides.store, sides.raw, r % 2 === 0 ? 'a' : 'b');
+        const pids = ((await pool.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [APPLICATION])).rows as Array<{ pid: number }>).map((row) => row.pid);
+        const got = await alternating(CONNECTIONS, o.durationSec, sides.store, sides.raw, r % 2 === 0 ? 'a' : 'b', pids);
         storeRps.push(got.a.requests / (got.a.wallMs / 1e3));
         rawRps.push(got.b.requests / (got.b.wallMs / 1e3));
         storeCpu.push(got.a.cpuMicros / got.a.requests);
         rawCpu.push(got.b.cpuMicros / got.b.requests);
+        storeServer.push(got.a.serverMicros / got.a.requests);
+        rawServer.push(got.b.serverMicros / got.b.requests);
         o.log(
           `  postgres ${workload} ${r + 1}: idemkit ${Math.round(storeRps.at(-1)!)} req/s, raw ${Math.round(rawRps.at(-1)!)} req/s, ratio ${(storeRps.at(-1)! / rawRps.at(-1)!).toFixed(3)}; ` +
-            `client CPU ${storeCpu.at(-1)!.toFixed(1)} against ${rawCpu.at(-1)!.toFixed(1)} µs/req`,
+            `client CPU ${storeCpu.at(-1)!.toFixed(1)} against ${rawCpu.at(-1)!.toFixed(1)} µs/req, ` +
+            `PostgreSQL CPU ${storeServer.at(-1)!.toFixed(1)} against ${rawServer.at(-1)!.toFixed(1)} µs/req (${pids.length} backends)`,
         );
       }
-      workloads.push({ workload, statements: statements.length, storeRps, rawRps, storeCpuMicros: storeCpu, rawCpuMicros: rawCpu });
+      workloads.push({ workload, statements: statements.length, storeRps, rawRps, storeCpuMicros: storeCpu, rawCpuMicros: rawCpu, storeServerMicros: storeServer, rawServerMicros: rawServer });
     }
     return { floor: { concurrency: CONNECTIONS, poolMax: POOL_MAX, durationSec: o.durationSec, warmupSec: o.warmupSec, captured, workloads }, version };
   } finally {

@@ -146,7 +146,9 @@ export function requestOnce(url: string, key: string): Promise<{ status: number;
     `POST ${ROUTE} HTTP/1.1\r\nHost: ${host}:${port}\r\nConnection: close\r\nContent-Type: ${CONTENT_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(BODY)}\r\nIdempotency-Key: ${key}\r\n\r\n${BODY}`;
   return new Promise((resolve, reject) => {
-    const socket = connect({ host, port: Number(port) }, () => socket.end(text, 'latin1'));
+    // Written, not ended: node:http (httpAllowHalfOpen off) answers a half-close by ending the
+    // socket at once, so an answer that waits on Redis was cut off. `Connection: close` ends it.
+    const socket = connect({ host, port: Number(port) }, () => socket.write(text, 'latin1'));
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', reject);

@@ -48,7 +48,7 @@ function withSpread(s: Summary | undefined): string {
   return `${k(s.median)} (${s.n} runs, ${k(s.min)}…${k(s.max)})`;
 }
 const WORKLOAD_LABEL: Record<InstrWorkload, string> = { 'new-key': 'new key', replay: 'replay' };
-const STORE_LABEL: Record<InstrStore, string> = { memory: 'memory', sqlite: 'SQLite', postgres: 'PostgreSQL', redis: 'Redis (ioredis)' };
+const STORE_LABEL: Record<InstrStore, string> = { memory: 'memory', sqlite: 'SQLite', postgres: 'PostgreSQL', redis: 'Redis (ioredis)', 'redis-node': 'Redis (node-redis)' };
 const FRAMEWORK_LABEL: Partial<Record<Framework, string>> = { fastify: 'Fastify', express: 'Express' };
 
 export function renderMarkdown(results: InstrResults): string {
@@ -72,6 +72,12 @@ export function renderMarkdown(results: InstrResults): string {
       '(how many answers one wake-up of the event loop finds varies): median (runs, min…max).',
     '',
   );
+  const targets = instructionTargets(results);
+  if (targets.length > 0) {
+    out.push('### Targets (issue 29)', '');
+    for (const t of targets) out.push(`- **${t.ok ? 'PASS' : 'FAIL'}** ${t.text}`);
+    out.push('');
+  }
   for (const framework of frameworks) {
     const bare = (w: InstrWorkload) => summarize(runs, framework, w, 'bare', 'none');
     const bareLine = workloads.map((w) => `${WORKLOAD_LABEL[w]} ${withSpread(bare(w))}`).join(', ');
@@ -128,6 +134,67 @@ export function renderMarkdown(results: InstrResults): string {
   }
   out.push('', END);
   return out.join('\n');
+}
+
+/** The instruction and allocation targets of issue 29 that a run measured: each PASS or FAIL with its figures. */
+export interface InstrTarget {
+  readonly ok: boolean;
+  readonly text: string;
+}
+
+/** idemkit's added instructions at most this fraction of node-idempotency's (Fastify; memory and Redis). */
+const PEER_SHARE = 0.5;
+/** idemkit's scavenges per 1,000 requests at most this multiple of the bare framework's. */
+const SCAVENGE_RATIO = 1.15;
+
+export function instructionTargets(results: InstrResults): InstrTarget[] {
+  const targets: InstrTarget[] = [];
+  const { runs } = results;
+  for (const store of ['memory', 'redis', 'redis-node'] as const) {
+    for (const workload of INSTR_WORKLOADS) {
+      const bare = summarize(runs, 'fastify', workload, 'bare', 'none');
+      const ours = summarize(runs, 'fastify', workload, 'idemkit', store);
+      // node-idempotency has one Redis store, on ioredis: both of idemkit's Redis clients are held to it.
+      const peer = summarize(runs, 'fastify', workload, 'node-idempotency', store === 'redis-node' ? 'redis' : store);
+      if (!bare || !ours || !peer) continue;
+      const a = ours.median - bare.median;
+      const p = peer.median - bare.median;
+      const ratio = p > 0 ? a / p : Number.POSITIVE_INFINITY;
+      targets.push({
+        ok: ratio <= PEER_SHARE,
+        text: `Fastify + ${STORE_LABEL[store]}, ${WORKLOAD_LABEL[workload]}: idemkit adds ${signedK(a)} instructions per request, node-idempotency ${signedK(p)}: ${ratio.toFixed(2)} × (target ≤ ${PEER_SHARE})`,
+      });
+    }
+  }
+  for (const framework of INSTR_FRAMEWORKS) {
+    for (const store of INSTR_STORES) {
+      for (const workload of INSTR_WORKLOADS) {
+        const bare = summarize(runs, framework, workload, 'bare', 'none');
+        const ours = summarize(runs, framework, workload, 'idemkit', store);
+        if (!bare || !ours || bare.scavengesPer1000 <= 0) continue;
+        const ratio = ours.scavengesPer1000 / bare.scavengesPer1000;
+        targets.push({
+          ok: ratio <= SCAVENGE_RATIO,
+          text:
+            `${FRAMEWORK_LABEL[framework] ?? framework} + ${STORE_LABEL[store]}, ${WORKLOAD_LABEL[workload]}: ${ours.scavengesPer1000.toFixed(2)} scavenges per 1,000 requests, ` +
+            `bare ${bare.scavengesPer1000.toFixed(2)}: ${ratio.toFixed(2)} × (target ≤ ${SCAVENGE_RATIO}; ${(ours.allocatedBytes / 1024).toFixed(1)} KB against ${(bare.allocatedBytes / 1024).toFixed(1)} KB allocated per request)`,
+        });
+      }
+    }
+  }
+  return targets;
+}
+
+/** Several runs' results as one (`--from`): the first one's provenance, every run. */
+export function mergeResults(parts: readonly InstrResults[]): InstrResults {
+  const first = parts[0]!;
+  for (const part of parts) {
+    if (part.warmupRequests !== first.warmupRequests || part.countedRequests !== first.countedRequests || part.connections !== first.connections) {
+      throw new Error(`--from: ${part.date} counted ${part.warmupRequests}/${part.countedRequests}/${part.connections} (warm-up/counted/connections), the first ${first.warmupRequests}/${first.countedRequests}/${first.connections}: not one table`);
+    }
+  }
+  const commits = [...new Set(parts.map((p) => p.commit))];
+  return { ...first, commit: commits.join(' + '), command: parts.map((p) => p.command).join('; '), runs: parts.flatMap((p) => p.runs) };
 }
 
 /** Replaces the instructions section of a markdown file (between its markers), or appends it. */

@@ -1,10 +1,10 @@
 /** What the instruction counter's parts share (bench/instructions*.ts). */
 import type { Framework, Impl } from './shared.js';
 
-export type InstrStore = 'memory' | 'sqlite' | 'postgres' | 'redis';
+export type InstrStore = 'memory' | 'sqlite' | 'postgres' | 'redis' | 'redis-node';
 export type InstrWorkload = 'new-key' | 'replay';
 export const INSTR_FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
-export const INSTR_STORES: readonly InstrStore[] = ['memory', 'sqlite', 'postgres', 'redis'];
+export const INSTR_STORES: readonly InstrStore[] = ['memory', 'sqlite', 'postgres', 'redis', 'redis-node'];
 export const INSTR_WORKLOADS: readonly InstrWorkload[] = ['new-key', 'replay'];
 /** The implementations counted: the bare framework, idemkit, and the one peer with a race-correct record. */
 export type InstrImpl = Extract<Impl, 'bare' | 'idemkit' | 'node-idempotency'>;

@@ -11,6 +11,7 @@
  *   npm run bench:instructions -- --guard                                 # CI: Fastify + memory against bench/instructions-baseline.json
  *   npm run bench:instructions -- --guard --update-baseline               # rewrite the baseline (commit it saying why)
  *   npm run bench:instructions -- --keep-profiles=/tmp/cg                 # keep callgrind's dumps, for callgrind_annotate
+ *   npm run bench:instructions -- --from=a.json,b.json                    # rewrite RESULTS.md's section from saved runs, measuring nothing
  *
  * Per server process (bench/server.ts, started as the throughput bench starts it, under callgrind;
  * instructions-server.ts): a sanity request on a connection of its own; 8 keep-alive connections
@@ -31,7 +32,7 @@ import { freshKey, nonce, replayKeys } from './harness.js';
 import type { Load } from './instructions-load.js';
 import { openLoad, requestOnce } from './instructions-load.js';
 import type { Baseline } from './instructions-report.js';
-import { baselineFrom, checkBaseline, renderMarkdown, writeMarkedSection } from './instructions-report.js';
+import { baselineFrom, checkBaseline, mergeResults, renderMarkdown, writeMarkedSection } from './instructions-report.js';
 import { startCallgrindServer } from './instructions-server.js';
 import type { InstrImpl, InstrResults, InstrRun, InstrStore, InstrWorkload } from './instructions-shared.js';
 import { INSTR_FRAMEWORKS, INSTR_STORES, INSTR_WORKLOADS } from './instructions-shared.js';
@@ -70,6 +71,7 @@ const { values: flags } = parseArgs({
     tolerance: { type: 'string' },
     'keep-profiles': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
+    from: { type: 'string' },
   },
 });
 const env = process.env;
@@ -117,7 +119,7 @@ function subjectsFor(framework: Framework): Subject[] {
   if (withPeer) for (const store of stores) if (!notApplicable('node-idempotency', framework, store)) subjects.push({ impl: 'node-idempotency', store });
   return subjects;
 }
-const runsOf = (s: Subject) => (s.store === 'redis' || s.store === 'postgres' ? networkRuns : runs);
+const runsOf = (s: Subject) => (s.store === 'redis' || s.store === 'redis-node' || s.store === 'postgres' ? networkRuns : runs);
 const labelOf = (framework: Framework, workload: InstrWorkload, s: Subject) =>
   `${framework} ${workload} ${s.impl === 'bare' ? 'bare' : `${s.impl}/${s.store}`}`;
 
@@ -224,7 +226,20 @@ function version(command: string, args: string[]): string {
   }
 }
 
+/** `--from=a.json,b.json`: the section rewritten from saved runs (bench/results/instructions*.json), nothing measured. */
+function renderFrom(files: string): number {
+  const parts = files.split(',').map((file) => JSON.parse(readFileSync(file.trim(), 'utf8')) as InstrResults);
+  const markdown = renderMarkdown(mergeResults(parts));
+  process.stdout.write(`${markdown}\n`);
+  if (!flags['no-write']) {
+    writeMarkedSection(new URL('./RESULTS.md', import.meta.url), markdown);
+    log('written: bench/RESULTS.md (its instructions section)');
+  }
+  return 0;
+}
+
 async function main(): Promise<number> {
+  if (flags.from !== undefined) return renderFrom(flags.from);
   const valgrind = version('valgrind', ['--version']);
   if (valgrind === 'not found') {
     log('valgrind is not installed (Debian: apt-get install valgrind)');

@@ -11,7 +11,7 @@ const ms = (n: number) => (Number.isFinite(n) ? `${n}` : 'n/a');
 
 type NotApplicableFn = (impl: Impl, framework: Framework, store: StoreKind) => string | undefined;
 
-const STORE_ORDER: readonly StoreKind[] = ['memory', 'sqlite', 'postgres', 'redis'];
+const STORE_ORDER: readonly StoreKind[] = ['memory', 'sqlite', 'postgres', 'redis', 'redis-node'];
 const IMPLS: readonly Impl[] = ['idemkit', 'node-idempotency', 'express-idempotency', 'powertools'];
 const IMPL_TITLE: Record<Impl, string> = {
   bare: 'bare',
@@ -449,7 +449,7 @@ const HOW_SECTION = [
   '',
   'Knobs: `BENCH_DURATION` (s per run, default 2), `BENCH_RUNS` (5), `BENCH_WARMUP` (1), `BENCH_LATENCY_RUNS` (3), `BENCH_RACE_CONCURRENCY` (20), ' +
     '`BENCH_RACE_ROUNDS` (10), `BENCH_RACE_DELAY` (ms, 5), `BENCH_NOISE_LIMIT`, `BENCH_QUIET_WAIT`; flags `--quick`, `--no-delay`, `--no-race`, `--no-latency`. ' +
-    'Subsets: `BENCH_FRAMEWORKS` (fastify, express, koa, nest), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none); `all` or `none` for any of them. ' +
+    'Subsets: `BENCH_FRAMEWORKS` (fastify, express, koa, nest), `BENCH_WORKLOADS` (new-key, replay, contention, no-key, new-key-5ms), `BENCH_STORES` (memory, sqlite, postgres, redis, redis-node: the Redis store on node-redis), `BENCH_PEERS` (node-idempotency, express-idempotency, powertools, or none); `all` or `none` for any of them. ' +
     'Without `BENCH_WORKLOADS` and `BENCH_STORES`, Koa and Nest are timed on new-key, replay, contention and no-key, on memory and Redis; either variable, given, applies to every framework.',
   '',
 ];

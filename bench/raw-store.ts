@@ -69,7 +69,7 @@ async function measureStore(kind: Exclude<StoreKind, 'none'>, iterations: number
   const opened = await openBenchStore(kind);
   const { store } = opened;
   // Over the network a round trip dominates; fewer iterations give the same precision.
-  if (kind === 'postgres' || kind === 'redis') iterations = Math.max(500, Math.round(iterations / 10));
+  if (kind === 'postgres' || kind === 'redis' || kind === 'redis-node') iterations = Math.max(500, Math.round(iterations / 10));
   try {
     const refs = Array.from({ length: REPLAY_KEYS }, (_, i) => ({ scope: '', key: `raw-replay-${i}` }));
     for (const ref of refs) {

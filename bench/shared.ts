@@ -3,9 +3,10 @@ import type { IdempotencyStore } from 'idemkit';
 
 /** Nest runs on its Express platform (`@nestjs/platform-express`). */
 export type Framework = 'fastify' | 'express' | 'koa' | 'nest';
-export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis';
+/** `redis` is the Redis store on ioredis, `redis-node` the same store on node-redis (`redis`). */
+export type StoreKind = 'none' | 'memory' | 'sqlite' | 'postgres' | 'redis' | 'redis-node';
 /** Every store measured, in order; `BENCH_STORES=memory,sqlite` narrows it (options.ts). */
-export const ALL_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = ['memory', 'sqlite', 'postgres', 'redis'];
+export const ALL_STORES: ReadonlyArray<Exclude<StoreKind, 'none'>> = ['memory', 'sqlite', 'postgres', 'redis', 'redis-node'];
 export type Workload = 'new-key' | 'replay' | 'contention' | 'no-key';
 
 /**

@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import type { IdempotencyStore } from 'idemkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { createClient } from 'redis';
 import { memoryStore } from 'idemkit/stores/memory';
 import { postgresStore } from 'idemkit/stores/postgres';
 import { redisStore } from 'idemkit/stores/redis';
@@ -69,6 +70,29 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
       },
     };
   }
+  const prefix = `bench-${process.pid}`;
+  if (kind === 'redis-node') {
+    // The same store on node-redis, with the setting docs/stores/redis.md recommends for it.
+    const client = createClient({ url: REDIS_URL, disableOfflineQueue: true });
+    client.on('error', () => {});
+    await client.connect();
+    let trips = 0;
+    const counted = Object.assign(Object.create(client) as typeof client, {
+      sendCommand: (...args: Parameters<typeof client.sendCommand>) => {
+        trips++;
+        return client.sendCommand(...args);
+      },
+    });
+    return {
+      store: redisStore({ client: counted, prefix }),
+      roundTrips: () => trips,
+      close: async () => {
+        const keys = await client.keys(`${prefix}:*`);
+        for (let i = 0; i < keys.length; i += 1000) await client.del(keys.slice(i, i + 1000));
+        client.destroy();
+      },
+    };
+  }
   // The settings docs/stores/redis.md recommends (they change nothing while Redis answers).
   const client = new Redis(REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true });
   await client.connect();
@@ -88,7 +112,6 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
     evalBuffer: counting('evalBuffer'),
     setBuffer: counting('setBuffer'),
   });
-  const prefix = `bench-${process.pid}`;
   return {
     store: redisStore({ client: counted, prefix }),
     roundTrips: () => trips,

@@ -53,7 +53,18 @@ describe('bench floors: figures and targets', () => {
       durationSec: 2,
       warmupSec: 1,
       captured: [{ workload: 'new-key', text: 'SELECT * FROM t_claim($1)', values: '["k"]' }],
-      workloads: [{ workload: 'new-key', statements: 2, storeRps: pgStore, rawRps: pgRaw, storeCpuMicros: pgStore.map(() => 30), rawCpuMicros: pgRaw.map(() => 25) }],
+      workloads: [
+        {
+          workload: 'new-key',
+          statements: 2,
+          storeRps: pgStore,
+          rawRps: pgRaw,
+          storeCpuMicros: pgStore.map(() => 30),
+          rawCpuMicros: pgRaw.map(() => 25),
+          storeServerMicros: pgStore.map(() => 70),
+          rawServerMicros: pgRaw.map(() => 70),
+        },
+      ],
     },
     sqlite: {
       iterations: 1000,
@@ -68,6 +79,8 @@ describe('bench floors: figures and targets', () => {
     expect(pass).toMatchObject({ ok: true });
     expect(pass!.text).toContain('0.90 (0.88–0.95)');
     expect(pass!.text).toContain('50 in flight');
+    // (25 + 70) ÷ (30 + 70): what the store's own client work costs where CPU is the limit.
+    expect(pass!.text).toContain('CPU-bound ratio 0.95 (0.95–0.95)');
     expect(floorTargets(results([890, 950, 880], [1000, 1000, 1000]))[0]).toMatchObject({ ok: false });
   });
 
@@ -85,7 +98,7 @@ describe('bench floors: figures and targets', () => {
     expect(section.startsWith(FLOORS_START)).toBe(true);
     expect(section.endsWith(FLOORS_END)).toBe(true);
     expect(section).toContain('- **PASS** PostgreSQL, new key');
-    expect(section).toContain('| new-key | 2 | 950 | 1,000 | 0.95 (0.95–0.95) | 30.0 | 25.0 |');
+    expect(section).toContain('| new-key | 2 | 950 | 1,000 | 0.95 (0.95–0.95) | 30.0 | 25.0 | 70.0 | 70.0 | 0.95 (0.95–0.95) |');
   });
 });
 

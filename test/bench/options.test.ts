@@ -7,7 +7,7 @@ describe('bench options: flags and BENCH_* variables', () => {
     expect(all).toMatchObject({ durationSec: 2, runs: 5, race: true, latency: true, floors: true, estimate: false });
     expect(all.frameworks).toEqual(['fastify', 'express', 'koa', 'nest']);
     expect(all.plans).toEqual(['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms']);
-    expect(all.stores).toEqual(['memory', 'sqlite', 'postgres', 'redis']);
+    expect(all.stores).toEqual(['memory', 'sqlite', 'postgres', 'redis', 'redis-node']);
     expect(all.peers).toEqual(['node-idempotency', 'express-idempotency', 'powertools']);
     expect(readBenchOptions(['--quick'], {})).toMatchObject({ durationSec: 1, runs: 2, latencyRuns: 1, rawIterations: 5_000 });
     expect(readBenchOptions(['--quick'], { BENCH_RUNS: '3' }).runs).toBe(3);
@@ -29,7 +29,7 @@ describe('bench options: flags and BENCH_* variables', () => {
 
   it('times Koa and Nest on a reduced matrix unless the workloads or the stores are given', () => {
     const reduced = { plans: ['new-key', 'replay', 'contention', 'no-key'], stores: ['memory', 'redis'] };
-    const full = { plans: ['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms'], stores: ['memory', 'sqlite', 'postgres', 'redis'] };
+    const full = { plans: ['new-key', 'replay', 'contention', 'no-key', 'new-key-5ms'], stores: ['memory', 'sqlite', 'postgres', 'redis', 'redis-node'] };
     expect(readBenchOptions([], {}).matrix).toEqual([
       { framework: 'fastify', ...full },
       { framework: 'express', ...full },
