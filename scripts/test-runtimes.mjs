@@ -11,7 +11,11 @@
 //   does not load there: test/support/sqlite-driver.ts picks node:sqlite).
 // - Bun and Deno: the Web and Hono matrix served by Bun.serve / Deno.serve, the Web and Hono
 //   adapters on the memory, SQLite (bun:sqlite; node:sqlite on Deno), Redis (ioredis) and
-//   PostgreSQL (pg) stores with idemkit/client, and the SQLite store contract on the built-in driver.
+//   PostgreSQL (pg) stores with idemkit/client, the client's own suite (each runtime's fetch fails
+//   differently: test/support/fetch-failures.ts), and the SQLite store contract on the built-in
+//   driver. test/core is not in these legs yet: on Bun test/core/events.test.ts's takeover case
+//   hard-codes Node's `text/plain;charset=UTF-8` and gets a 422, and on Deno two of
+//   test/core/canonical-json.test.ts's random-text properties fail (not investigated yet).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -40,7 +44,13 @@ const nodeFiles = [
   'test/stores/redis.test.ts',
   'test/stores/sqlite-builtin.test.ts',
 ];
-const fetchRuntimeFiles = ['test/http/web.test.ts', 'test/http/hono.test.ts', 'test/http/runtime-stores.test.ts', 'test/stores/sqlite-builtin.test.ts'];
+const fetchRuntimeFiles = [
+  'test/client',
+  'test/http/web.test.ts',
+  'test/http/hono.test.ts',
+  'test/http/runtime-stores.test.ts',
+  'test/stores/sqlite-builtin.test.ts',
+];
 
 const legs = [
   { name: 'node22', command: [bin('node22/bin/node'), vitest], files: nodeFiles, path: bin('node22/bin') },

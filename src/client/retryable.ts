@@ -97,13 +97,16 @@ const NETWORK_CODES = new Set([
 ]);
 
 /**
- * Deno's fetch gives no code: `TypeError: fetch failed` caused by an `Error: error sending request
- * … client error (Connect): tcp connect error: Connection refused (os error 111)` or `… (SendRequest):
- * connection closed before message completed`. Only what names the connection counts: a refused
- * certificate comes the same way (`client error (Connect): invalid peer certificate`).
- * (Bun's fetch sets the codes above.)
+ * Deno's fetch gives no code, only messages (Deno 2.9): `TypeError: fetch failed` caused by an
+ * `Error: error sending request … client error (Connect): tcp connect error: Connection refused (os
+ * error 111)`, `… (SendRequest): connection closed before message completed` or `Connection reset by
+ * peer (os error 104)`; a body cut off while it is read is `TypeError: error reading a body from
+ * connection`. Only what names the connection counts: a refused certificate comes the same way
+ * (`client error (Connect): invalid peer certificate`), and a blocked port as `Fetch failed: Requests
+ * to port 1 are blocked`. (Bun's fetch sets the codes above, on the error itself.)
  */
-const DENO_NETWORK = /^error sending request\b[\s\S]*(tcp connect error|connection closed before message completed|connection reset|broken pipe|dns error|timed out)/i;
+const DENO_NETWORK =
+  /^(error sending request\b[\s\S]*(tcp connect error|connection closed before message completed|connection reset|broken pipe|dns error|timed out)|error reading a body from connection|(connection reset by peer|broken pipe|connection timed out) \(os error \d+\))/i;
 
 /**
  * Whether an attempt's error is a network failure worth retrying. Anything else (a bad URL, a

@@ -6,16 +6,17 @@ import { memoryStore } from '../../src/stores/memory/index.js';
 function gatedHandler() {
   let executions = 0;
   let open!: () => void;
-  let started!: () => void;
   const gate = new Promise<void>((r) => (open = r));
-  const running = new Promise<void>((r) => (started = r));
+  const waiting: Array<{ n: number; resolve: () => void }> = [];
   const handler = async () => {
     executions++;
-    started();
+    for (const w of waiting.filter((w) => w.n <= executions)) w.resolve();
     await gate;
     return Response.json({ n: executions }, { status: 201 });
   };
-  return { handler, open: () => open(), running, executions: () => executions };
+  /** Resolves once the handler has started `n` times. */
+  const started = (n: number) => new Promise<void>((resolve) => (executions >= n ? resolve() : waiting.push({ n, resolve })));
+  return { handler, open: () => open(), running: started(1), started, executions: () => executions };
 }
 
 const post = (key: string) =>
@@ -42,7 +43,11 @@ describe('lease renewal', () => {
     await vi.advanceTimersByTimeAsync(240);
     const second = handle(post('k'));
     if (status === 201) {
-      // Without renewal the retry took over and is now blocked on the same gate.
+      // Without renewal the retry takes over and blocks on the same gate. Its handler must have
+      // started before the gate opens: opened earlier, the first request could complete before
+      // the retry's claim (it did on Node 24, where reading the body takes more ticks) and the
+      // retry would get a replay. If the retry never takes over, the test times out.
+      await gated.started(2);
       gated.open();
     }
     const retry = await second;
