@@ -254,6 +254,7 @@ async function main(): Promise<number> {
   const outDir = flags['keep-profiles'] ?? mkdtempSync(join(tmpdir(), 'idemkit-callgrind-'));
   mkdirSync(outDir, { recursive: true });
   const measured: InstrRun[] = [];
+  const failures: string[] = [];
   const started = Date.now();
   /** Each subject of a framework and workload, `rounds(subject)` times, round by round (a row's runs spread over the group's time). */
   const measureGroup = async (framework: Framework, workload: InstrWorkload, rounds: (s: Subject) => number) => {
@@ -262,7 +263,16 @@ async function main(): Promise<number> {
     for (let round = 0; round < most; round++) {
       for (const subject of subjects) {
         if (round >= rounds(subject)) continue;
-        const run = await measure(framework, workload, subject, outDir);
+        let run: InstrRun | undefined;
+        try {
+          run = await measure(framework, workload, subject, outDir);
+        } catch (error) {
+          // The guard fails on it; a table goes on with the other rows, says which failed, and exits 1 at the end.
+          if (guard) throw error;
+          const label = labelOf(framework, workload, subject);
+          failures.push(`${label}: ${error instanceof Error ? error.message : String(error)}`);
+          log(`  ${label}: FAILED (${failures.at(-1)!.slice(label.length + 2)}); going on with the other rows`);
+        }
         if (run) measured.push(run);
       }
     }
@@ -329,7 +339,8 @@ async function main(): Promise<number> {
     writeMarkedSection(new URL('./RESULTS.md', import.meta.url), markdown);
     log('written: bench/RESULTS.md (its instructions section), bench/results/instructions.json');
   }
-  return 0;
+  for (const failure of failures) log(`FAILED: ${failure}`);
+  return failures.length === 0 ? 0 : 1;
 }
 
 function readBaseline(): Baseline | undefined {
