@@ -100,9 +100,12 @@ function newest(dir: string): number {
 /** `npm run build` empties dist first, so a source newer than dist's entry point was not built. */
 const stale = built && newest(join(root, 'src')) > statSync(declarations).mtimeMs;
 
-/** The package a bare import specifier names (`mysql2/promise` → `mysql2`), or undefined for a relative or builtin one. */
+/**
+ * The package a bare import specifier names (`mysql2/promise` → `mysql2`), or undefined for a
+ * relative or builtin one (`node:…`, and a runtime's own module such as `bun:sqlite`).
+ */
 function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:') || builtinModules.includes(specifier.split('/')[0]!)) return undefined;
+  if (specifier.startsWith('.') || specifier.startsWith('/') || /^[a-z]+:/.test(specifier) || builtinModules.includes(specifier.split('/')[0]!)) return undefined;
   const parts = specifier.split('/');
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
 }
