@@ -43,6 +43,8 @@ export type RedisBufferClient = Required<Pick<RedisClient, 'callBuffer'>> & Pick
  */
 export interface NodeRedisCommandOptions {
   readonly typeMapping?: Readonly<Record<number, unknown>>;
+  /** ms before node-redis rejects the command (its default 5,000, from node-redis 6); `undefined`: none. */
+  readonly timeout?: number | undefined;
 }
 
 /** A standalone node-redis 5/6 client (`createClient()` of `redis` / `@redis/client`), as the Redis store uses it. */

@@ -102,6 +102,43 @@ describe.skipIf(!up)('redis store (shared Redis on 6379)', () => {
     });
   }
 
+  // node-redis 6 arms an AbortSignal.timeout (5 s) for every command unless told otherwise; the
+  // store sends its commands without one (its operations have their own bounds), except when the
+  // application set a timeout in the client's commandOptions.
+  it.each([
+    ['no commandOptions: the store sends no timeout', undefined, { has: true, value: undefined }],
+    ['commandOptions.timeout set: the client\'s is kept', { timeout: 1_500 }, { has: false, value: undefined }],
+  ] as const)('node-redis command timeout, %s', async (_name, commandOptions, expected) => {
+    const { createClient } = await import('redis');
+    const client = createClient({ socket: { host: '127.0.0.1', port: REDIS.port }, disableOfflineQueue: true, ...(commandOptions ? { commandOptions } : {}) });
+    client.on('error', () => {});
+    await client.connect();
+    const admin = await connectStoreClient(REDIS.port);
+    const prefix = `${RUN}-timeout`;
+    onTestFinished(async () => {
+      await deleteKeys(admin, `${prefix}:*`);
+      admin.disconnect();
+      client.destroy();
+    });
+    const sent: object[] = [];
+    const send = client.sendCommand.bind(client);
+    const spied = Object.assign(Object.create(client) as typeof client, {
+      sendCommand: (args: Parameters<typeof client.sendCommand>[0], options?: Parameters<typeof client.sendCommand>[1]) => {
+        sent.push(options ?? {});
+        return send(args, options);
+      },
+    });
+    const store = redisStore({ client: spied, prefix });
+    const { ref, token } = await acquire(store);
+    await store.complete(ref, token, ok);
+    expect(sent.length).toBe(2);
+    for (const options of sent) {
+      expect('timeout' in options).toBe(expected.has);
+      expect((options as { timeout?: unknown }).timeout).toBe(expected.value);
+      expect(options).toMatchObject({ typeMapping: { 36: Buffer } });
+    }
+  });
+
   // ioredis's auto-pipelining batches commands written in one tick (fewer syscalls under load);
   // under it `callBuffer` loses the command name, so the store must not depend on it.
   describeStoreContract('redis with enableAutoPipelining', async () => {

@@ -89,6 +89,17 @@ function ioredisClient(client: RedisBufferClient, coalesceWrites: boolean): Stor
 // Bulk strings (RESP type 36, `$`) as Buffers: response bodies are bytes, not text. One object,
 // made once, passed with every command.
 const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
+// The same without node-redis 6's default command timeout (5 s): it arms an `AbortSignal.timeout`
+// per command, which costs more CPU than the command itself (docs/performance.md). The store's
+// operations have their own bounds (the middleware's `storeTimeoutMs`, `verifyTimeoutMs`, the
+// completion's retry), as on ioredis, which has no command timeout by default. A timeout the
+// application set in the client's `commandOptions` is kept.
+const BUFFERS_UNTIMED: NodeRedisCommandOptions = { typeMapping: { 36: Buffer }, timeout: undefined };
+
+/** The options each command is sent with: without a timeout unless the client's own `commandOptions` set one. */
+function commandOptionsFor(options: NodeRedisOptions | undefined): NodeRedisCommandOptions {
+  return typeof options?.commandOptions?.timeout === 'number' ? BUFFERS : BUFFERS_UNTIMED;
+}
 const NAMES: Readonly<Record<StoreCommand, string>> = { evalsha: 'EVALSHA', eval: 'EVAL', scan: 'SCAN', set: 'SET', ping: 'PING', info: 'INFO', script: 'SCRIPT', cluster: 'CLUSTER' };
 
 /** node-redis takes the command as one array of strings and Buffers: `args`, its name put first, numbers as text. */
@@ -101,7 +112,8 @@ function commandOf(command: StoreCommand, args: RedisArgument[]): Array<string |
 function nodeRedisClient(client: NodeRedisClient): StoreClient {
   const options = nodeRedisOptions(client, false);
   const address = nodeAddress(options);
-  const send = (command: StoreCommand, args: RedisArgument[]) => client.sendCommand(commandOf(command, args), BUFFERS);
+  const sent = commandOptionsFor(options);
+  const send = (command: StoreCommand, args: RedisArgument[]) => client.sendCommand(commandOf(command, args), sent);
   return {
     library: 'node-redis',
     cluster: false,
@@ -116,17 +128,18 @@ function nodeRedisClient(client: NodeRedisClient): StoreClient {
 
 function nodeRedisCluster(cluster: NodeRedisCluster): StoreClient {
   const options = nodeRedisOptions(cluster, true);
+  const sent = commandOptionsFor(options);
   return {
     library: 'node-redis',
     cluster: true,
     address: 'the Cluster',
     // Routed by `key`, the record's: a script's one key, or the SET's.
-    send: (command, key, args) => cluster.sendCommand(key, false, commandOf(command, args), BUFFERS),
+    send: (command, key, args) => cluster.sendCommand(key, false, commandOf(command, args), sent),
     masters: () =>
       Promise.all(
         cluster.masters.map(async (master) => {
           const node = (await cluster.nodeClient(master as never)) as NodeRedisClient;
-          return { address: master.address, send: (command: StoreCommand, args: RedisArgument[]) => node.sendCommand(commandOf(command, args), BUFFERS) };
+          return { address: master.address, send: (command: StoreCommand, args: RedisArgument[]) => node.sendCommand(commandOf(command, args), sent) };
         }),
       ),
     coalescer: undefined,
@@ -139,6 +152,7 @@ interface NodeRedisOptions {
   readonly url?: unknown;
   readonly socket?: { readonly host?: unknown; readonly port?: unknown; readonly path?: unknown; readonly reconnectStrategy?: unknown };
   readonly disableOfflineQueue?: unknown;
+  readonly commandOptions?: { readonly timeout?: unknown };
 }
 
 /**
