@@ -438,6 +438,15 @@ for (const library of STORE_CLIENT_LIBRARIES) describe.skipIf(!up)(`redis store 
     expect(old.sets()).toBe(1);
   });
 
+  it("reads a fresh record's lease end the same on every read (from the key's expiry, not its remaining TTL)", async () => {
+    // From PTTL and TIME the creation came out a millisecond apart from one read to the next, and
+    // with it the lease's end: two records whose leases end together swapped places in admin.list.
+    const { ref } = await acquire(store);
+    const ends = new Set<number>();
+    for (let i = 0; i < 60; i++) ends.add((await store.admin.inspect(ref))!.leaseUntil);
+    expect([...ends]).toHaveLength(1);
+  });
+
   it('survives SCRIPT FLUSH between operations (NOSCRIPT falls back to EVAL once)', async () => {
     const sent = commandLog(connected);
     const { ref, token } = await acquire(store);

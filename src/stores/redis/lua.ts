@@ -115,13 +115,13 @@ local function load(now, v)
     local ttl = redis.call('PTTL', k)
     if ttl < 0 then return nil, 'a fresh record without its TTL' end
     local created = (now or now_ms()) - (fresh - ttl)
-    r.lease, r.expires = created + r.lease, created + r.expires
-    -- Once a script rewrites the record it is absolute, so it must then keep this in its times.
     -- Read exactly from the key's expiry (PEXPIRETIME, Redis 7.0+, which fresh records need):
     -- from the remaining TTL, now and the script's frozen time can put it a millisecond apart
-    -- from one read to the next.
+    -- from one read to the next, and so the lease's end (two records' order in admin.list) and,
+    -- once a script rewrites the record as absolute, the times it keeps.
     local expiry = redis.pcall('PEXPIRETIME', k)
-    r.created = (type(expiry) == 'number' and expiry > 0) and expiry - fresh or created
+    if type(expiry) == 'number' and expiry > 0 then created = expiry - fresh end
+    r.lease, r.expires, r.created = created + r.lease, created + r.expires, created
   end
   return r
 end
