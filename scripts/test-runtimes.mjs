@@ -6,13 +6,9 @@
 //
 // - Node 22 and 24: the package test from the tarball, the core, the client, the HTTP matrix on
 //   every adapter (memory store, transactional SQLite), the Web and Hono adapters on the memory,
-//   SQLite, Redis and PostgreSQL stores, the memory store suite, and the SQLite store on
-//   node:sqlite (better-sqlite3's prebuilt binary is built for the installing Node's ABI and does
-//   not load there: test/support/sqlite-driver.ts picks node:sqlite). Not the Redis store suite
-//   (test/stores/redis.test.ts, 28 s a leg): ioredis and the Lua scripts do not depend on the Node
-//   version, Web and Hono on Redis through ioredis are here (test/http/runtime-stores.test.ts), and
-//   its contract case "admin: lists … up to limit" failed 2 runs of 6 on a loaded machine (list
-//   with limit 1 named another first record than the full list), which is not the runtime's doing.
+//   SQLite, Redis and PostgreSQL stores, the memory and Redis store suites (ioredis and node-redis),
+//   and the SQLite store on node:sqlite (better-sqlite3's prebuilt binary is built for the installing
+//   Node's ABI and does not load there: test/support/sqlite-driver.ts picks node:sqlite).
 // - Bun and Deno: the Web and Hono matrix served by Bun.serve / Deno.serve, the Web and Hono
 //   adapters on the memory, SQLite (bun:sqlite; node:sqlite on Deno), Redis (ioredis) and
 //   PostgreSQL (pg) stores with idemkit/client, the client's own suite (each runtime's fetch fails
@@ -48,6 +44,7 @@ const nodeFiles = [
   'test/http/sqlite-shared-connection.test.ts',
   'test/http/runtime-stores.test.ts',
   'test/stores/memory.test.ts',
+  'test/stores/redis.test.ts',
   'test/stores/sqlite-builtin.test.ts',
 ];
 const fetchRuntimeFiles = [
