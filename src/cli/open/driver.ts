@@ -3,7 +3,7 @@
 // commands, and how a store that does not answer, or a flag it refuses, is reported.
 import type { IdempotencyLogger } from '../../core/logger.js';
 import { CliUsageError } from '../../check/errors.js';
-import { InvalidOptionError } from '../../core/errors.js';
+import { InvalidOptionError, StoreSchemaMissingError } from '../../core/errors.js';
 import type { AdministrableStore, IdempotencyStore } from '../../core/store.js';
 import type { StoreKind, StoreNames, StoreUrl } from '../store-url.js';
 import { scrub } from '../store-url.js';
@@ -42,6 +42,20 @@ export interface OpenedStore {
 /** A store that could not be reached: the message names the URL (without its password) and the cause. */
 export class Unreachable {
   constructor(readonly message: string) {}
+}
+
+/**
+ * What `verify()` finds missing, [] when nothing: `named` reads a `StoreSchemaMissingError`; any
+ * other failure (unreachable, refused) is thrown.
+ */
+export async function missingParts(store: { verify(): Promise<void> }, named: (error: StoreSchemaMissingError) => string[]): Promise<string[]> {
+  try {
+    await store.verify();
+    return [];
+  } catch (error) {
+    if (error instanceof StoreSchemaMissingError) return named(error);
+    throw error;
+  }
 }
 
 export const CONNECT_TIMEOUT_MS = 5_000;

@@ -1,11 +1,10 @@
 // Opens a DynamoDB store for the store commands: a client of the SDK (its region and credentials
 // resolved the SDK's way: environment, profile, role), with one attempt per call, proved to answer
 // before use by a look at the table.
-import { StoreSchemaMissingError } from '../../core/errors.js';
 import type { StoreNames, StoreUrl } from '../store-url.js';
 import { scrub } from '../store-url.js';
 import type { OpenedStore } from './driver.js';
-import { CONNECT_TIMEOUT_MS, Unreachable, flagError, importDriver, refuseNames, storeLogger } from './driver.js';
+import { CONNECT_TIMEOUT_MS, missingParts, Unreachable, flagError, importDriver, refuseNames, storeLogger } from './driver.js';
 
 // What the CLI uses of the SDK, declared here so that nothing imports its types.
 interface DynamoClient {
@@ -36,15 +35,7 @@ export async function openDynamodb(url: StoreUrl, names: StoreNames): Promise<Op
     throw flagError(error);
   }
   const table = names.table ?? 'idempotency_records';
-  const missing = async () => {
-    try {
-      await store.verify();
-      return [];
-    } catch (error) {
-      if (error instanceof StoreSchemaMissingError) return [`table ${table}`];
-      throw error;
-    }
-  };
+  const missing = () => missingParts(store, () => [`table ${table}`]);
   // A missing table answers; an unreachable endpoint or refused credentials do not.
   try {
     await quietly(missing);

@@ -1,9 +1,8 @@
 // Opens a PostgreSQL store for the store commands: a small pool, proved to answer before use.
-import { StoreSchemaMissingError } from '../../core/errors.js';
 import type { PostgresPool } from '../../drivers/postgres.js';
 import type { StoreNames, StoreUrl } from '../store-url.js';
 import type { OpenedStore } from './driver.js';
-import { CONNECT_TIMEOUT_MS, importDriver, reachable, refuseNames, storeLogger } from './driver.js';
+import { CONNECT_TIMEOUT_MS, missingParts, importDriver, reachable, refuseNames, storeLogger } from './driver.js';
 
 // What the CLI uses of pg, declared here so that nothing imports the driver's types.
 interface PgModule {
@@ -20,15 +19,7 @@ export async function openPostgres(url: StoreUrl, names: StoreNames): Promise<Op
   const store = await reachable(url, pool, () => postgresStore({ pool, table: names.table, schema: names.schema, logger }), (error) => (error as Error).message || String(error));
   const schema = names.schema ?? 'public';
   const table = names.table ?? 'idempotency_records';
-  const missing = async () => {
-    try {
-      await store.verify();
-      return [];
-    } catch (error) {
-      if (error instanceof StoreSchemaMissingError) return [...error.missing];
-      throw error;
-    }
-  };
+  const missing = () => missingParts(store, (error) => [...error.missing]);
   return {
     url,
     store,

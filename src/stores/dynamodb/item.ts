@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { CorruptRecordError } from '../../core/errors.js';
 import type { IdempotencyRecord, RecordRef, StoredResponse } from '../../core/store.js';
 import { headersProblem, statusProblem } from '../shared/stored-response.js';
+import { plainRecord } from '../shared/record.js';
 
 /** An AttributeValue as the SDK sends and returns it; only the kinds the store writes. */
 export interface AttributeValue {
@@ -211,18 +212,4 @@ export function readItem(item: Item, table: string, withBody = true, ref?: Recor
 }
 
 /** The record as `get` answers it: without what the store keeps beside it. */
-export function toRecord(r: ItemRecord): IdempotencyRecord {
-  return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    fingerprint: r.fingerprint,
-    leaseUntil: r.leaseUntil,
-    expiresAt: r.expiresAt,
-    recoveryPoint: r.recoveryPoint,
-    recoveryData: r.recoveryData,
-    response: r.response,
-    createdAt: r.createdAt,
-    updatedAt: r.updatedAt,
-  };
-}
+export const toRecord: (r: ItemRecord) => IdempotencyRecord = plainRecord;

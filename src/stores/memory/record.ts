@@ -3,6 +3,7 @@
  */
 import { deserialize } from 'node:v8';
 import type { IdempotencyRecord, StoredResponse } from '../../core/store.js';
+import { plainRecord } from '../shared/record.js';
 
 /** What the memory store counts for each record besides its strings and response (object, map entry, fields). */
 export const MEMORY_RECORD_OVERHEAD_BYTES = 256;
@@ -121,18 +122,5 @@ function unpackHeaders(text: string): Array<readonly [string, string]> {
   return headers;
 }
 
-export function toRecord(r: MemoryRecord): IdempotencyRecord {
-  return {
-    scope: r.scope,
-    key: r.key,
-    state: r.state,
-    fingerprint: r.fingerprint,
-    leaseUntil: r.leaseUntil,
-    expiresAt: r.expiresAt,
-    recoveryPoint: r.recoveryPoint,
-    recoveryData: r.recoveryData,
-    response: r.response,
-    createdAt: r.createdAt,
-    updatedAt: r.updatedAt,
-  };
-}
+/** The record as `get` answers it: without what the store keeps beside it. */
+export const toRecord: (r: MemoryRecord) => IdempotencyRecord = plainRecord;
