@@ -9,8 +9,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -22,6 +20,7 @@ import { memoryStore } from '../../src/stores/memory/index.js';
 import { postgresStore } from '../../src/stores/postgres/index.js';
 import { redisStore } from '../../src/stores/redis/index.js';
 import { sqliteStore } from '../../src/stores/sqlite/index.js';
+import { freePort } from '../support/ports.js';
 import { POSTGRES, REDIS, requireService } from '../support/services.js';
 import { openSqlite, testSqliteDriver } from '../support/sqlite-driver.js';
 import { createHonoApp } from './apps/hono-app.js';
@@ -110,14 +109,6 @@ const adapters: Array<[string, AppFactory]> = [
 
 const key = () => `key-${randomUUID()}`;
 
-/** A loopback port nothing listens on: one the system gave out, closed again. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 const json = { 'content-type': 'application/json', authorization: 'Bearer tenant-a' };
 
 describe.each(adapters)('%s adapter', (_adapter, factory) => {
@@ -191,7 +182,7 @@ describe.each(adapters)('%s adapter', (_adapter, factory) => {
         const response = await fetch(input, init);
         if (++calls === 1) {
           await response.arrayBuffer();
-          await fetch(`http://127.0.0.1:${await closedPort()}/`, { method: 'POST' });
+          await fetch(`http://127.0.0.1:${await freePort()}/`, { method: 'POST' });
           throw new Error('a closed port answered');
         }
         return response;

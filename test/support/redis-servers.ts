@@ -7,8 +7,6 @@ import { execFile, spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,6 +15,9 @@ import type { RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import type { RedisStoreOptions } from '../../src/stores/redis/index.js';
 import { sleep } from './until.js';
+import { freePort } from './ports.js';
+
+export { freePort };
 
 /**
  * What the docs recommend for the store's client: fail a command at once while disconnected
@@ -162,15 +163,6 @@ export function requireRedisBinaries(): boolean {
   return false;
 }
 
-/** A port nobody listens on right now (the OS picks it). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 export interface RedisServer {
   readonly port: number;
