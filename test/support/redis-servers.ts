@@ -178,10 +178,32 @@ process.once('exit', () => {
   for (const child of live) if (child.exitCode === null) child.kill('SIGKILL');
 });
 
+/**
+ * Starts a throwaway redis-server. Without `options.port` it takes a free port, and takes another
+ * when the one it took was grabbed in between (another worker's server, or an outgoing connection's
+ * ephemeral port): a free port is only free until someone binds it.
+ */
 export async function startRedisServer(options: { port?: number; dir: string; args?: readonly string[] }): Promise<RedisServer> {
-  const port = options.port ?? (await freePort());
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', options.dir];
-  const child = spawn('redis-server', [...args, ...(options.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  if (options.port !== undefined) return spawnRedisServer(options.port, options.dir, options.args ?? []);
+  return retryOnPortTaken(async () => spawnRedisServer(await freePort(), options.dir, options.args ?? []));
+}
+
+const PORT_ATTEMPTS = 5;
+
+async function retryOnPortTaken<T>(start: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (error) {
+      const taken = error instanceof Error && error.message.includes('Address already in use');
+      if (!taken || attempt === PORT_ATTEMPTS) throw error;
+    }
+  }
+}
+
+async function spawnRedisServer(port: number, dir: string, extraArgs: readonly string[]): Promise<RedisServer> {
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir];
+  const child = spawn('redis-server', [...args, ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const collect = (chunk: Buffer) => void (log = (log + chunk.toString()).slice(-4000));
   child.stdout!.on('data', collect);
@@ -245,10 +267,16 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
   };
   try {
     for (let i = 0; i < masters; i++) {
-      const port = await freePort();
-      const bus = await freePort();
-      const clusterArgs = ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--cluster-port', String(bus)];
-      servers.push(await startRedisServer({ port, dir, args: [...clusterArgs, '--cluster-node-timeout', '5000'] }));
+      servers.push(
+        await retryOnPortTaken(async () => {
+          const port = await freePort();
+          let bus = await freePort();
+          // Two asks in a row may get the same port back, since the first was closed again.
+          while (bus === port) bus = await freePort();
+          const clusterArgs = ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--cluster-port', String(bus)];
+          return spawnRedisServer(port, dir, [...clusterArgs, '--cluster-node-timeout', '5000']);
+        }),
+      );
     }
     const addresses = servers.map((s) => `127.0.0.1:${s.port}`);
     await promisify(execFile)('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], {
