@@ -14,7 +14,6 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,7 +24,8 @@ import { createIdempotentFetch } from '../../src/client/index.js';
 import type { IdempotencyEvents } from '../../src/core/events.js';
 import { idempotency } from '../../src/http/fastify.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
-import { freePort, gatewayAvailable } from './support.js';
+import { freePort, listensOn, retryOnPortTaken } from '../support/ports.js';
+import { gatewayAvailable } from './support.js';
 
 const hasNginx = gatewayAvailable('nginx', 'nginx-light');
 const hasHaproxy = gatewayAvailable('haproxy', 'haproxy');
@@ -96,7 +96,18 @@ interface Gateway {
   stop(): void;
 }
 
-async function startGateway(command: string, args: string[], config: string, port: number): Promise<Gateway> {
+/**
+ * Starts the gateway on a free port. nginx and HAProxy both say "Address already in use" when that
+ * port was taken before they bound it: the gateway is started again on another.
+ */
+async function startGateway(command: string, args: string[], config: (port: number) => string): Promise<Gateway> {
+  return retryOnPortTaken(async () => {
+    const port = await freePort();
+    return spawnGateway(command, args, config(port), port);
+  });
+}
+
+async function spawnGateway(command: string, args: string[], config: string, port: number): Promise<Gateway> {
   const dir = mkdtempSync(join(scratch, 'gw-'));
   const file = join(dir, 'gateway.conf');
   writeFileSync(file, config.replaceAll('$DIR', dir));
@@ -104,19 +115,24 @@ async function startGateway(command: string, args: string[], config: string, por
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const url = `http://127.0.0.1:${port}`;
-  // Up when it accepts a connection: poll the port, not a guessed delay.
+  const stop = () => child.kill('SIGKILL');
+  // Up when the gateway itself listens on the port: poll, not a guessed delay. Not when the port
+  // accepts a connection, nor when a bind of our own fails: another process may hold the port.
   for (let attempt = 0; ; attempt++) {
     if (child.exitCode !== null) throw new Error(`${command} exited with ${child.exitCode}: ${stderr}`);
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = createServer().listen(port, '127.0.0.1');
-      socket.once('listening', () => socket.close(() => resolve(false)));
-      socket.once('error', () => resolve(true));
-    });
-    if (up) break;
-    if (attempt === 500) throw new Error(`${command} did not listen on ${port}: ${stderr}`);
+    // nginx retries a taken port for 2 s before giving up: no need to wait for that.
+    if (stderr.includes('Address already in use')) {
+      stop();
+      throw new Error(`${command} could not bind ${port}: ${stderr}`);
+    }
+    if (listensOn(child.pid!, port)) break;
+    if (attempt === 500) {
+      stop();
+      throw new Error(`${command} did not listen on ${port}: ${stderr}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  return { url, stop: () => child.kill('SIGKILL') };
+  return { url, stop };
 }
 
 function nginxConfig(port: number, upstreams: Upstreams, resendPosts: boolean): string {
@@ -176,16 +192,15 @@ afterEach(async () => {
 });
 
 const resendingGateways = [
-  ...(hasNginx ? [{ name: 'nginx (proxy_next_upstream … non_idempotent)', start: async (port: number, up: Upstreams) => startGateway('nginx', ['-c', '$CONF'], nginxConfig(port, up, true), port) }] : []),
-  ...(hasHaproxy ? [{ name: 'HAProxy (retry-on all-retryable-errors)', start: async (port: number, up: Upstreams) => startGateway('haproxy', ['-db', '-f', '$CONF'], haproxyConfig(port, up), port) }] : []),
+  ...(hasNginx ? [{ name: 'nginx (proxy_next_upstream … non_idempotent)', start: async (up: Upstreams) => startGateway('nginx', ['-c', '$CONF'], (port) => nginxConfig(port, up, true)) }] : []),
+  ...(hasHaproxy ? [{ name: 'HAProxy (retry-on all-retryable-errors)', start: async (up: Upstreams) => startGateway('haproxy', ['-db', '-f', '$CONF'], (port) => haproxyConfig(port, up)) }] : []),
 ];
 
 describe.skipIf(resendingGateways.length === 0).each(resendingGateways)('behind $name, which resends a POST after its upstream timeout', ({ start }) => {
   it("default (inFlight: 'conflict'): the resend answers 409 to the caller while the first attempt's charge goes through, once", async () => {
     const upstreams = await startUpstreams({ inFlight: 'conflict', holdUntil: 'resend-decided' });
     running.push(upstreams);
-    const port = await freePort();
-    const gateway = await start(port, upstreams);
+    const gateway = await start(upstreams);
     running.push(gateway);
 
     const first = await charge(gateway.url, 'gw-conflict-1');
@@ -203,8 +218,7 @@ describe.skipIf(resendingGateways.length === 0).each(resendingGateways)('behind 
   it("recommended (inFlight: 'wait', waitTimeoutMs below the gateway's timeout): the resend waits for the first attempt and the caller's first answer is the real 201", async () => {
     const upstreams = await startUpstreams({ inFlight: 'wait', holdUntil: 'resend-arrived' });
     running.push(upstreams);
-    const port = await freePort();
-    const gateway = await start(port, upstreams);
+    const gateway = await start(upstreams);
     running.push(gateway);
 
     const first = await charge(gateway.url, 'gw-wait-1');
@@ -220,8 +234,7 @@ describe.skipIf(!hasNginx)("behind nginx's default (proxy_next_upstream error ti
   it('the caller gets 504 for a charge that went through; its retry with the same key replays it, once', async () => {
     const upstreams = await startUpstreams({ inFlight: 'conflict', holdUntil: 'gateway-gave-up' });
     running.push(upstreams);
-    const port = await freePort();
-    const gateway = await startGateway('nginx', ['-c', '$CONF'], nginxConfig(port, upstreams, false), port);
+    const gateway = await startGateway('nginx', ['-c', '$CONF'], (port) => nginxConfig(port, upstreams, false));
     running.push(gateway);
 
     const first = await charge(gateway.url, 'gw-504-1');

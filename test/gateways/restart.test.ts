@@ -4,10 +4,10 @@
  * from one execution, and idemkit/client with its default options never reports it as failed.
  *
  * nginx (plain proxy_pass: a POST is not resent) balances two server processes of
- * test/proof/server.ts on one PostgreSQL store, in transactional mode, each on a fixed port so a
- * restarted slot is reachable where its predecessor was. Only the client's first attempt carries
- * `x-crash: after-insert`, and nginx sends it to slot-a; the retries go to either slot. The test
- * restarts slot-a under the same name as soon as the kill is observed.
+ * test/proof/server.ts on one PostgreSQL store, in transactional mode; a restarted slot takes its
+ * predecessor's port, so it is reachable where its predecessor was. Only the client's first attempt
+ * carries `x-crash: after-insert`, and nginx sends it to slot-a; the retries go to either slot. The
+ * test restarts slot-a under the same name as soon as the kill is observed.
  *
  * - With an instance identity (INSTANCE per slot), the restart ends the dead incarnation's lease:
  *   the client's next poll takes the key over, long before the 30 s lease would have ended.
@@ -21,7 +21,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -32,7 +31,8 @@ import type { ProofBackend } from '../proof/backends.js';
 import { POSTGRES_URL, openBackend } from '../proof/backends.js';
 import type { ServerProcess } from '../proof/spawn.js';
 import { killAll, startServer } from '../proof/spawn.js';
-import { freePort, gatewayAvailable } from './support.js';
+import { freePort, listensOn, retryOnPortTaken } from '../support/ports.js';
+import { gatewayAvailable } from './support.js';
 
 const hasNginx = gatewayAvailable('nginx', 'nginx-light');
 const hasPostgres = await requireService(POSTGRES);
@@ -66,7 +66,13 @@ interface Gateway {
  * default `proxy_next_upstream error timeout` passes a request on when a slot refuses the
  * connection (slot-a while it is down), and answers 502 for a POST whose upstream died under it.
  */
-async function startNginx(port: number, slotA: number, slotB: number): Promise<Gateway> {
+async function startNginx(slotA: number, slotB: number): Promise<Gateway> {
+  // nginx says "bind() to 127.0.0.1:<port> failed (98: Address already in use)" when the free port
+  // was taken before it bound it: it is started again on another.
+  return retryOnPortTaken(async () => spawnNginx(await freePort(), slotA, slotB));
+}
+
+async function spawnNginx(port: number, slotA: number, slotB: number): Promise<Gateway> {
   const dir = mkdtempSync(join(scratch, 'nginx-'));
   const file = join(dir, 'nginx.conf');
   writeFileSync(
@@ -98,17 +104,16 @@ http {
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const gateway = { url: `http://127.0.0.1:${port}`, kill: () => void (child.exitCode === null && child.signalCode === null && process.kill(child.pid!, 'SIGKILL')) };
-  // Up when it accepts a connection: poll the port, not a guessed delay.
+  // Up when nginx itself listens on the port: poll, not a guessed delay. Not when the port accepts a
+  // connection: another process may hold it.
   for (let attempt = 0; ; attempt++) {
     if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}: ${stderr}`);
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (up) return gateway;
+    // It retries a taken port for 2 s before giving up: no need to wait for that.
+    if (stderr.includes('Address already in use')) {
+      gateway.kill();
+      throw new Error(`nginx could not bind ${port}: ${stderr}`);
+    }
+    if (listensOn(child.pid!, port)) return gateway;
     if (attempt === 500) {
       gateway.kill();
       throw new Error(`nginx did not listen on ${port}: ${stderr}`);
@@ -180,16 +185,18 @@ async function chargeThroughACrash(label: string, withInstance: boolean): Promis
   const db = backend!;
   const key = randomUUID();
   const run = randomUUID().slice(0, 8);
-  const [portA, portB, portGateway] = [await freePort(), await freePort(), await freePort()];
   // No LEASE_MS: the server's (and idemkit's) default 30 s lease.
   const base = { FRAMEWORK: 'fastify', STORE_URL: POSTGRES_URL, NAME: table, TRANSACTIONAL: '1' };
-  const slotAEnv = { ...base, PORT: String(portA), ...(withInstance ? { INSTANCE: `slot-a-${run}` } : {}) };
-  const slotBEnv = { ...base, PORT: String(portB), ...(withInstance ? { INSTANCE: `slot-b-${run}` } : {}) };
+  const slotAEnv = { ...base, ...(withInstance ? { INSTANCE: `slot-a-${run}` } : {}) };
+  const slotBEnv = { ...base, ...(withInstance ? { INSTANCE: `slot-b-${run}` } : {}) };
+  // Without PORT each slot binds a port the OS picks (no port chosen first and bound later, which
+  // another process could take in between); only slot-a's restart names a port: the one it had.
   const doomed = await startServer(slotAEnv);
   running.push(doomed);
   const slotB = await startServer(slotBEnv);
   running.push(slotB);
-  const gateway = await startNginx(portGateway, portA, portB);
+  const portA = Number(new URL(doomed.url).port);
+  const gateway = await startNginx(portA, Number(new URL(slotB.url).port));
   running.push(gateway);
 
   const attempts: Attempt[] = [];
@@ -207,7 +214,7 @@ async function chargeThroughACrash(label: string, withInstance: boolean): Promis
 
   expect(await doomed.exited).toBe('SIGKILL');
   const restartAt = performance.now();
-  const restarting = startServer(slotAEnv);
+  const restarting = startServer({ ...slotAEnv, PORT: String(portA) });
   restarting.catch(() => {}); // awaited below; a failed start must not count as unhandled meanwhile
   // The kill came before COMMIT: no order, and the key is held by the dead owner.
   expect(await db.countOrders(key)).toBe(0);

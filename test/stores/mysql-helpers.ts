@@ -54,15 +54,8 @@ export function spyPool(pool: Pool, options: SpyOptions = {}) {
   };
 }
 
-
 /** A port nothing listens on (it was free a moment ago). */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort as closedPort } from '../support/ports.js';
 
 /** A server that accepts TCP connections and never says a word: a hung database host. */
 export async function startSilentServer(): Promise<{ port: number; close(): Promise<void> }> {

@@ -4,14 +4,13 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import type { PostgresClient, PostgresPool, PostgresQueryResult } from '../../src/drivers/postgres.js';
+import { freePort, retryOnPortTaken } from '../support/ports.js';
 
 const run = promisify(execFile);
 
@@ -63,14 +62,7 @@ export function countingPool(pool: pg.Pool) {
   };
 }
 
-/** A TCP port that was free a moment ago (nothing listens on it now). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort };
 
 /**
  * A private PostgreSQL cluster in a temp dir, for tests that stop the server. initdb refuses to
@@ -101,10 +93,15 @@ export class ThrowawayCluster {
       chownSync(dir, uid, gid);
       asUser.push('runuser', '-u', 'postgres', '--');
     }
-    const cluster = new ThrowawayCluster(dir, await freePort(), asUser);
-    await cluster.exec('initdb', ['-D', cluster.data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
-    await cluster.start();
-    return cluster;
+    // initdb takes no port: a cluster with none runs it once, whatever port the start below ends on.
+    await new ThrowawayCluster(dir, 0, asUser).exec('initdb', ['-D', join(dir, 'data'), '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+    // Another port when the free one was taken before the server bound it. Later starts (after
+    // stopImmediately) keep the port: the tests reconnect to the same server.
+    return retryOnPortTaken(async () => {
+      const cluster = new ThrowawayCluster(dir, await freePort(), asUser);
+      await cluster.start();
+      return cluster;
+    });
   }
 
   get data(): string {
@@ -113,7 +110,16 @@ export class ThrowawayCluster {
 
   async start(): Promise<void> {
     const settings = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
-    await this.exec('pg_ctl', ['-D', this.data, '-l', join(this.dir, 'log'), '-o', settings, '-w', 'start']);
+    const log = join(this.dir, 'log');
+    const logged = existsSync(log) ? statSync(log).size : 0;
+    try {
+      await this.exec('pg_ctl', ['-D', this.data, '-l', log, '-o', settings, '-w', 'start']);
+    } catch (error) {
+      // pg_ctl only says "could not start server"; the server's log says why (a taken port: "could
+      // not bind IPv4 address ...: Address already in use"). Only this start's part of the log.
+      const why = existsSync(log) ? readFileSync(log).subarray(logged).toString() : '';
+      throw new Error(`${(error as Error).message}\n${why}`, { cause: error });
+    }
   }
 
   /** Stops the server the hard way, as a crash would (recovery runs on the next start). */

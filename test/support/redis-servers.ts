@@ -15,7 +15,7 @@ import type { RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import type { RedisStoreOptions } from '../../src/stores/redis/index.js';
 import { sleep } from './until.js';
-import { freePort } from './ports.js';
+import { freePort, listensOn, retryOnPortTaken } from './ports.js';
 
 export { freePort };
 
@@ -188,19 +188,6 @@ export async function startRedisServer(options: { port?: number; dir: string; ar
   return retryOnPortTaken(async () => spawnRedisServer(await freePort(), options.dir, options.args ?? []));
 }
 
-const PORT_ATTEMPTS = 5;
-
-async function retryOnPortTaken<T>(start: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await start();
-    } catch (error) {
-      const taken = error instanceof Error && error.message.includes('Address already in use');
-      if (!taken || attempt === PORT_ATTEMPTS) throw error;
-    }
-  }
-}
-
 async function spawnRedisServer(port: number, dir: string, extraArgs: readonly string[]): Promise<RedisServer> {
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir];
   const child = spawn('redis-server', [...args, ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -236,7 +223,8 @@ async function waitForPong(port: number, child: ChildProcess, log: () => string,
     probe.on('error', () => {});
     try {
       await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
+      // Its own PONG: another worker's redis-server may have taken the port this one is failing to bind.
+      if ((await probe.ping()) === 'PONG' && listensOn(child.pid!, port)) return;
     } catch {
       // not listening yet
     } finally {

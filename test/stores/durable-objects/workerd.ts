@@ -7,11 +7,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { build } from 'esbuild';
+import { freePort, retryOnPortTaken } from '../../support/ports.js';
 
 const root = join(import.meta.dirname, '../../..');
 export const WORKERD = join(root, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd');
@@ -22,17 +22,6 @@ export interface Workerd {
   /** What workerd wrote, for a failing test's message. */
   output(): string;
   stop(): Promise<void>;
-}
-
-async function sparePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 const config = (port: number, disk: string) => `using Workerd = import "/workerd/workerd.capnp";
@@ -65,7 +54,17 @@ export async function startWorkerd(attempts = 200): Promise<Workerd> {
     external: ['node:*'],
     logLevel: 'silent',
   });
-  const port = await sparePort();
+  // workerd exits with "bind(): Address already in use" when the spare port was taken before it
+  // bound it: it is started again on another.
+  try {
+    return await retryOnPortTaken(async () => serve(dir, disk, await freePort(), attempts));
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function serve(dir: string, disk: string, port: number, attempts: number): Promise<Workerd> {
   writeFileSync(join(dir, 'config.capnp'), config(port, disk));
   const child: ChildProcess = spawn(WORKERD, ['serve', 'config.capnp'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -73,9 +72,12 @@ export async function startWorkerd(attempts = 200): Promise<Workerd> {
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
+  const kill = async () => {
     if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGTERM');
     await exited;
+  };
+  const stop = async () => {
+    await kill();
     rmSync(dir, { recursive: true, force: true });
   };
   for (let i = 0; i < attempts; i++) {
@@ -87,6 +89,6 @@ export async function startWorkerd(attempts = 200): Promise<Workerd> {
     }
     await sleep(50);
   }
-  await stop();
+  await kill();
   throw new Error(`workerd did not serve the test Worker:\n${output}`);
 }
