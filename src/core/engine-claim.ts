@@ -27,16 +27,36 @@ export const OTHER_SETTINGS_DETAIL =
   'This key was already used, and its record was made with fingerprint settings this server does not know (another `fingerprintFields`, or an earlier release), so it cannot tell whether this is the same request. Use a new key for a new operation; to get the stored answer, retry through a server with the settings the key was first used with.';
 
 /**
- * Claims `ref` with this request's fingerprint. When the store answers mismatch, the record may
- * have been made with other fingerprint settings (another instance, or a deploy that changed
- * `fingerprintFields`): its stored fingerprint says how it was made, and the request is checked
- * that way. Same request by the record's own measure: claimed again with the record's
- * fingerprint, so the store decides atomically as for any retry. A different request: mismatch.
- * Settings this engine does not know: mismatch, saying so.
+ * Claims `ref` with this request's fingerprint, as the store answers it; a mismatch goes on to
+ * `claimAfterMismatch`. Two steps rather than one async function around both: nearly every claim
+ * ends at the first, and an async layer costs every request a promise and a turn.
  */
-export async function claimAs(claiming: Claiming, ref: RecordRef, fp: string, facts: RequestFacts): Promise<Claim | OtherSettings> {
-  const claim = await claimOnce(claiming, ref, fp);
-  if (claim.kind !== 'mismatch') return claim;
+export function claimOnce(claiming: Claiming, ref: RecordRef, fp: string): Promise<Claim> {
+  return claiming.deadlines.bound(
+    claiming.store.claim(ref, fp, claiming.claimOptions),
+    'claim',
+    // The client already got its 503: a claim that lands later must not block its retry for a lease.
+    (late) => {
+      if (late.kind === 'acquired') giveBack(claiming.store, ref, late).catch(claiming.onError);
+    },
+  );
+}
+
+/**
+ * After the store answered `claim`, a mismatch: the record may have been made with other
+ * fingerprint settings (another instance, or a deploy that changed `fingerprintFields`): its
+ * stored fingerprint says how it was made, and the request is checked that way. Same request by
+ * the record's own measure: claimed again with the record's fingerprint, so the store decides
+ * atomically as for any retry. A different request: mismatch. Settings this engine does not
+ * know: mismatch, saying so.
+ */
+export async function claimAfterMismatch(
+  claiming: Claiming,
+  ref: RecordRef,
+  fp: string,
+  facts: RequestFacts,
+  claim: Extract<Claim, { kind: 'mismatch' }>,
+): Promise<Claim | OtherSettings> {
   const { store, onError } = claiming;
   let stored: string | undefined;
   try {
@@ -50,17 +70,6 @@ export async function claimAs(claiming: Claiming, ref: RecordRef, fp: string, fa
   const theirs = fingerprintLike(stored, facts, claiming.knownFields);
   if (theirs === undefined) return OTHER_SETTINGS;
   return theirs === stored ? claimOnce(claiming, ref, theirs) : claim;
-}
-
-function claimOnce(claiming: Claiming, ref: RecordRef, fp: string): Promise<Claim> {
-  return claiming.deadlines.bound(
-    claiming.store.claim(ref, fp, claiming.claimOptions),
-    'claim',
-    // The client already got its 503: a claim that lands later must not block its retry for a lease.
-    (late) => {
-      if (late.kind === 'acquired') giveBack(claiming.store, ref, late).catch(claiming.onError);
-    },
-  );
 }
 
 /**

@@ -14,7 +14,7 @@ import { Execution } from './execution.js';
 import type { ExecutionGuard } from './execution.js';
 import type { Decision, RequestBody, RequestFacts, RequestReader } from './engine-request.js';
 import type { Claiming, OtherSettings } from './engine-claim.js';
-import { OTHER_SETTINGS_DETAIL, claimAs, giveBack } from './engine-claim.js';
+import { OTHER_SETTINGS_DETAIL, claimAfterMismatch, claimOnce, giveBack } from './engine-claim.js';
 import { conflictOf, isUnresponsive, storeDown, tellAcquired, tellConflict, tellMismatch, tellRejected, tellReplay } from './engine-outcome.js';
 
 export { Execution } from './execution.js';
@@ -85,7 +85,8 @@ export class IdempotencyEngine<Req = unknown> {
     this.options = parent === undefined ? resolved : Object.assign({}, resolved, { onError: parent.options.onError });
     // storeTimeoutMs is never overridden: a derived engine bounds its store calls with its parent's timer.
     this.given = options;
-    this.shared = parent?.shared ?? { deadlines: new Deadlines(this.options.storeTimeoutMs, lateExplainerOf(this.options.store)), keepers: new Map() };
+    const { store, storeTimeoutMs } = this.options;
+    this.shared = parent?.shared ?? { deadlines: new Deadlines(storeTimeoutMs, lateExplainerOf(store), store), keepers: new Map() };
     this.deadlines = this.shared.deadlines;
     this.headerName = this.options.header.toLowerCase();
     const knownFields = new Map<string, readonly string[]>();
@@ -117,7 +118,9 @@ export class IdempotencyEngine<Req = unknown> {
   }
 
   covers(method: string): boolean {
-    return this.options.methods.has(method.toUpperCase());
+    // Frameworks hand over the method as sent, which is upper case all but always.
+    const { methods } = this.options;
+    return methods.has(method) || methods.has(method.toUpperCase());
   }
 
   /**
@@ -199,7 +202,8 @@ export class IdempotencyEngine<Req = unknown> {
       // Only a listener makes the engine read a clock for it.
       const claimedFrom = events === undefined ? 0 : performance.now();
       try {
-        claim = await claimAs(this.claiming, ref, fp, facts);
+        claim = await claimOnce(this.claiming, ref, fp);
+        if (claim.kind === 'mismatch') claim = await claimAfterMismatch(this.claiming, ref, fp, facts, claim);
       } catch (error) {
         return this.claimFailed(error, ref, method, facts, request, reader, body);
       }
@@ -225,7 +229,8 @@ export class IdempotencyEngine<Req = unknown> {
           const old: RecordRef = { scope: previous, key };
           let found: Claim | OtherSettings;
           try {
-            found = await claimAs(this.claiming, old, fp, facts);
+            found = await claimOnce(this.claiming, old, fp);
+            if (found.kind === 'mismatch') found = await claimAfterMismatch(this.claiming, old, fp, facts, found);
           } catch (error) {
             await giveBack(options.store, ref, claim).catch(options.onError);
             return this.claimFailed(error, old, method, facts, request, reader, body);

@@ -7,6 +7,7 @@ import type { Claim, RecordRef, StoreTransaction, StoredResponse } from './store
 import type { ResponseHeaders } from './response.js';
 import { toStoredResponse, toStoredResponseFromRecord } from './response.js';
 import { fenceHandle } from './tx-fence.js';
+import { SLOT } from './slot-list.js';
 import { redactedKey, since } from './events.js';
 import type { FencedTransaction, IdempotencyContext } from './execution-context.js';
 import { beginPhaseTransaction } from './execution-context.js';
@@ -39,6 +40,8 @@ export class Execution extends HeldClaim {
   private state: ExecutionState = 'running';
   /** When the renewal still waiting for the store was sent (`Date.now()`); undefined when none waits. */
   private renewingSince: number | undefined;
+  /** Its place among the lease keeper's executions (`SlotList`). */
+  [SLOT] = -1;
 
   constructor(
     options: ResolvedOptions<never>,

@@ -109,7 +109,7 @@ function bodyFingerprint(input: FingerprintInput, fields: readonly string[] | un
   // Canonical JSON is hashed one-shot as one string: for bodies of that size a Hash object with
   // several update() calls costs more than the hashing itself.
   const { contentType, body, parsedJson } = input;
-  const head = `${input.method.toUpperCase()}\n${input.path}\n${mediaTypeField(contentType)}\n`;
+  const head = `${upperCase(input.method)}\n${input.path}\n${mediaTypeField(contentType)}\n`;
   const json = contentType !== undefined && contentType !== null && isJsonMediaType(contentType);
   if (body.byteLength === 0 && parsedJson !== undefined) {
     // The bytes are gone; the parsed value stands in for them.
@@ -124,6 +124,11 @@ function bodyFingerprint(input: FingerprintInput, fields: readonly string[] | un
     if (canonical !== undefined) return digest(`${head}json\n${canonical}`);
   }
   return rawDigest(head, body);
+}
+
+/** `method.toUpperCase()`, without the call for a method that is upper case already (nearly all). */
+function upperCase(method: string): string {
+  return method === 'POST' || method === 'PATCH' || method === 'PUT' ? method : method.toUpperCase();
 }
 
 function digest(text: string): string {

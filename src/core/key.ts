@@ -23,7 +23,6 @@ const ULID = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/i;
 // A bare key: visible ASCII without the characters that would make it ambiguous with the
 // sf-string form or with a comma-joined repeated header.
 const BARE_KEY = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
-const FIELD_SPACE = /^[ \t]+|[ \t]+$/g;
 // eslint-disable-next-line no-control-regex
 const CONTROL_OR_NON_ASCII = /[\x00-\x1f\x7f-\uffff]/;
 
@@ -43,15 +42,45 @@ export function parseIdempotencyKey(
   policy: KeyPolicy = {},
 ): string | undefined {
   if (values === null || values === undefined) return undefined;
-  const list = typeof values === 'string' ? [values] : values;
-  if (list.length === 0) return undefined;
-  if (list.length > 1) throw new InvalidKeyError(header, 'the header is repeated; send exactly one key');
-  // Only SP and HTAB surround a field value (RFC 9110 §5.5); String#trim would also drop line
-  // breaks, NBSP and BOM, taking `\u00a0abc` for the key `abc`.
-  const raw = (list[0] ?? '').replace(FIELD_SPACE, '');
-  const key = raw.startsWith('"') ? parseSfString(raw, header) : parseBare(raw, header);
+  let value: string;
+  if (typeof values === 'string') value = values;
+  else if (values.length === 0) return undefined;
+  else if (values.length > 1) throw new InvalidKeyError(header, 'the header is repeated; send exactly one key');
+  else value = values[0] ?? '';
+  const raw = withoutFieldSpace(value);
+  // Nearly every key is a plain bare one (a UUID, a ULID): one pass over its characters says so,
+  // where the checks below each scan it again (docs/performance.md). Anything else takes them.
+  const key = isPlainBareKey(raw) ? raw : raw.startsWith('"') ? parseSfString(raw, header) : parseBare(raw, header);
   checkPolicy(key, header, policy);
   return key;
+}
+
+/**
+ * A field value without the SP and HTAB around it, the only characters that surround one (RFC 9110
+ * §5.5); String#trim would also drop line breaks, NBSP and BOM, taking `\u00a0abc` for the key `abc`.
+ */
+function withoutFieldSpace(value: string): string {
+  let start = 0;
+  let end = value.length;
+  while (start < end && isFieldSpace(value.charCodeAt(start))) start++;
+  while (end > start && isFieldSpace(value.charCodeAt(end - 1))) end--;
+  return start === 0 && end === value.length ? value : value.slice(start, end);
+}
+
+function isFieldSpace(code: number): boolean {
+  return code === 0x20 || code === 0x09;
+}
+
+/** True for a key `parseBare` accepts as it is: 1 to MAX_KEY_LENGTH characters of BARE_KEY's set. */
+function isPlainBareKey(raw: string): boolean {
+  const { length } = raw;
+  if (length === 0 || length > MAX_KEY_LENGTH) return false;
+  for (let i = 0; i < length; i++) {
+    const code = raw.charCodeAt(i);
+    // BARE_KEY: 0x21, 0x23-0x2b, 0x2d-0x5b, 0x5d-0x7e (no '"', ',' or '\\').
+    if (code < 0x21 || code > 0x7e || code === 0x22 || code === 0x2c || code === 0x5c) return false;
+  }
+  return true;
 }
 
 function parseSfString(raw: string, header: string): string {

@@ -1,7 +1,9 @@
 import type { IdempotencyLogger } from './logger.js';
+import type { Slotted } from './slot-list.js';
+import { SlotList } from './slot-list.js';
 
-/** Something whose lease the keeper renews. */
-export interface Renewable {
+/** Something whose lease the keeper renews (its place among the keeper's is its `[SLOT]`). */
+export interface Renewable extends Slotted {
   renew(): void;
 }
 
@@ -20,7 +22,7 @@ const WARN_INTERVAL_MS = 60_000;
  * so a starved pool's queue does not grow by one renewal per tick (Execution.renew).
  */
 export class LeaseKeeper {
-  private readonly running = new Set<Renewable>();
+  private readonly running = new SlotList<Renewable>();
   private timer: ReturnType<typeof setInterval> | undefined;
   readonly periodMs: number;
   private readonly logger: IdempotencyLogger | undefined;
@@ -80,6 +82,6 @@ export class LeaseKeeper {
       this.timer = undefined;
       return;
     }
-    for (const execution of this.running) execution.renew();
+    for (const execution of this.running.snapshot()) execution.renew();
   }
 }

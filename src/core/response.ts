@@ -48,8 +48,13 @@ export function toStoredResponseFromRecord(
 }
 
 function keep(kept: Array<readonly [string, string]>, rawName: string, value: HeaderValue, allow: ReadonlySet<string>): void {
-  const name = rawName.toLowerCase();
-  if (value === undefined || !allow.has(name)) return;
+  if (value === undefined) return;
+  // Node keeps header names in lower case already: most are found without lower-casing them.
+  let name = rawName;
+  if (!allow.has(name)) {
+    name = rawName.toLowerCase();
+    if (name === rawName || !allow.has(name)) return;
+  }
   if (Array.isArray(value)) for (const v of value as readonly string[]) kept.push([name, v]);
   else kept.push([name, String(value)]);
 }

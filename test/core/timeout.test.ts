@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { withIdempotency } from '../../src/http/web.js';
 import { memoryStore } from '../../src/stores/memory/index.js';
+import { Deadlines } from '../../src/core/deadlines.js';
+import { StoreUnavailableError } from '../../src/core/errors.js';
 
 /** A store whose claim never answers, like a server behind a dead connection. */
 function hangingStore(): IdempotencyStore {
@@ -141,3 +143,57 @@ function opening(): { promise: Promise<void>; open: () => void } {
   const promise = new Promise<void>((resolve) => (open = resolve));
   return { promise, open };
 }
+
+describe('store operations that settle before they return (the memory store)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const settled = <T>(value: T) => Promise.resolve(value);
+
+  it('are not bounded: no promise, entry or timer per call, since no timer could fire before they settle', () => {
+    vi.useFakeTimers();
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const deadlines = new Deadlines(100, undefined, store);
+    for (const name of ['claim', 'renew', 'checkpoint', 'complete', 'release', 'get']) {
+      const operation = settled(name);
+      expect(deadlines.bound(operation, name), name).toBe(operation);
+    }
+    expect(vi.getTimerCount()).toBe(0);
+    // Through a wrapper that keeps the store's own operations (Object.create), the same.
+    const wrapped = Object.create(store) as IdempotencyStore;
+    const operation = settled('claim');
+    expect(new Deadlines(100, undefined, wrapped).bound(operation, 'claim')).toBe(operation);
+  });
+
+  it('an operation a wrapper replaced is bounded again, even when replaced after the engine was made', async () => {
+    vi.useFakeTimers();
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const wrapped = Object.create(store) as { -readonly [K in keyof IdempotencyStore]: IdempotencyStore[K] };
+    const deadlines = new Deadlines(100, undefined, wrapped);
+    wrapped.claim = () => new Promise<never>(() => {});
+    const bounded = deadlines.bound(wrapped.claim({ scope: '', key: 'k' }, 'v2:x', { leaseMs: 1000, windowMs: 1000 }), 'claim');
+    const outcome = bounded.catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(await outcome).toBeInstanceOf(StoreUnavailableError);
+    // The operations it did not replace still settle on return.
+    const kept = settled('complete');
+    expect(deadlines.bound(kept, 'complete')).toBe(kept);
+  });
+
+  it('a copy of the store, a store that opens transactions, and what the store does not list are bounded', () => {
+    vi.useFakeTimers();
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const copy = { ...store };
+    const transactional = Object.assign(Object.create(store) as IdempotencyStore, { beginTransaction: () => settled({}) });
+    for (const [what, deadlines, name] of [
+      ['a copy (the mark is not enumerable)', new Deadlines(100, undefined, copy), 'claim'],
+      ['a store with beginTransaction', new Deadlines(100, undefined, transactional), 'complete'],
+      ['an operation the store does not list', new Deadlines(100, undefined, store), 'beginTransaction'],
+      ['a transaction commit', new Deadlines(100, undefined, store), 'commit'],
+    ] as const) {
+      const operation = settled(what);
+      expect(deadlines.bound(operation, name), what).not.toBe(operation);
+    }
+  });
+});

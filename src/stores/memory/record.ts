@@ -4,6 +4,7 @@
 import { deserialize } from 'node:v8';
 import type { IdempotencyRecord, StoredResponse } from '../../core/store.js';
 import { plainRecord } from '../shared/record.js';
+import { SLOT } from '../../core/slot-list.js';
 
 /** What the memory store counts for each record besides its strings and response (object, map entry, fields). */
 export const MEMORY_RECORD_OVERHEAD_BYTES = 256;
@@ -38,6 +39,8 @@ export class MemoryRecord {
   bodyOmitted = false;
   /** The unpacked response, once a replay asked for it. */
   unpacked: StoredResponse | undefined = undefined;
+  /** Its place among the records in flight (`MemoryTable`), -1 once completed. */
+  [SLOT] = -1;
 
   constructor(
     readonly scope: string,

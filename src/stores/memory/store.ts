@@ -1,6 +1,7 @@
 import { serialize } from 'node:v8';
 import type { AbandonedRecords, AdministrableStore, Claim, ClaimOptions, Clock, IdempotencyRecord, IdempotencyStore, IncarnationLeases, RecordRef } from '../../core/store.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, fitResponse, systemClock } from '../../core/store.js';
+import { SETTLED_ON_RETURN } from '../../core/deadlines.js';
 import { checkIncarnation, newOwnerToken } from '../../core/token.js';
 import { checkInteger, optionReader } from '../../core/option-reader.js';
 import { checkRecordRef } from '../../core/validate.js';
@@ -100,7 +101,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const timer = sweepIntervalMs > 0 ? setInterval(() => table.sweep(), sweepIntervalMs) : undefined;
   timer?.unref?.();
 
-  return {
+  const store: MemoryStore = {
     name: 'memory',
     maxResponseBytes,
     get size() {
@@ -193,6 +194,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (timer) clearInterval(timer);
     },
   };
+  // Every operation runs to its end before it returns: the engine sets no deadline on them (one a
+  // wrapper replaced is bounded again). Not enumerable, so that a copy of the store is not marked.
+  const { claim: ownClaim, renew, checkpoint, complete, release, get } = store;
+  Object.defineProperty(store, SETTLED_ON_RETURN, { value: Object.freeze({ claim: ownClaim, renew, checkpoint, complete, release, get }) });
+  return store;
 }
 
 /** A claim: replay, mismatch, in flight, take-over of a lapsed lease, or a new record if there is room. */

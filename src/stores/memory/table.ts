@@ -6,6 +6,7 @@
 import { LeaseLostError, StoreFullError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
 import type { MemoryRecord } from './record.js';
+import { SlotList } from '../../core/slot-list.js';
 
 export interface MemoryBounds {
   readonly maxRecords: number;
@@ -18,10 +19,10 @@ export class MemoryTable {
   private readonly scopes = new Map<string, Map<string, MemoryRecord>>();
   /**
    * The records in flight: what `listAbandoned` and `endLeasesOf` walk, so that their cost follows
-   * the requests running, not the answers kept. One Set add per new record and one delete when
+   * the requests running, not the answers kept. One add per new record and one delete when
    * it completes or goes; a take-over or a renewal does not touch it.
    */
-  private readonly running = new Set<MemoryRecord>();
+  private readonly running = new SlotList<MemoryRecord>();
   completed = 0;
   size = 0;
   bytes = 0;
@@ -83,7 +84,7 @@ export class MemoryTable {
 
   /** The records in flight, whatever their lease. */
   inFlight(): Iterable<MemoryRecord> {
-    return this.running;
+    return this.running.snapshot();
   }
 
   /** Removes expired records, at most `limit`; never `keep` (a record an operation is writing). */
