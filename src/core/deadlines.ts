@@ -72,8 +72,7 @@ export class Deadlines {
    */
   bound<T>(operation: Promise<T>, name: string, onLate?: (value: T) => void): Promise<T> {
     // `name` is the store operation that made `operation`, by its name.
-    const settled = this.settled?.[name];
-    if (settled !== undefined && this.store![name] === settled) return operation;
+    if (this.settles(name)) return operation;
     return new Promise<T>((resolve, reject) => {
       const entry: Entry = {
         deadline: Date.now() + this.limitMs,
@@ -95,6 +94,12 @@ export class Deadlines {
         },
       );
     });
+  }
+
+  /** True when the store's operation `name` settles before it returns (`SETTLED_ON_RETURN`): it needs no bound. */
+  settles(name: string): boolean {
+    const settled = this.settled?.[name];
+    return settled !== undefined && this.store![name] === settled;
   }
 
   /** Why `operation` is late: the store's explanation, or the generic timeout. */

@@ -80,7 +80,7 @@ export abstract class HeldClaim {
     from: EndedFrom,
     events?: EventSink,
   ): Promise<IdempotencyHttpError | undefined> {
-    const { store, onError } = this.options;
+    const { onError } = this.options;
     const tx = this.transaction;
     if (tx !== undefined && from === 'overtime') {
       // Rolled back when the ceiling passed: nothing of this attempt can be committed now.
@@ -99,21 +99,12 @@ export abstract class HeldClaim {
       await this.letGo();
       return undefined;
     }
-    // Each store applies its own size limit (fitResponse) when it writes the record.
-    this.outcome = (response.body?.byteLength ?? 0) > store.maxResponseBytes ? 'omitted' : 'stored';
     if (tx === undefined) {
       // The effect has happened: whatever the store says now, the client gets the real answer.
-      await this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').then(
-        () => {
-          this.kept = response;
-        },
-        (error: unknown) => {
-          onError(error);
-          if (events !== undefined) this.completionFailed(events, error);
-        },
-      );
+      await this.storeResult(response, events);
       return undefined;
     }
+    this.outcome = this.storedOutcome(response);
     try {
       if (from === 'lost') throw new LeaseLostError();
       await this.deadlines.bound(tx.complete(this.ref, this.token, response), 'complete');
@@ -130,6 +121,29 @@ export abstract class HeldClaim {
       await this.releaseQuietly();
       return new StoreUnavailableError(undefined, { cause: error });
     }
+  }
+
+  /**
+   * Completes the record with the handler's answer, outside a transaction; settles once the store
+   * has answered, never rejecting: a store that did not take it is reported.
+   */
+  protected storeResult(response: StoredResponse, events: EventSink | undefined): Promise<void> {
+    const { store, onError } = this.options;
+    this.outcome = this.storedOutcome(response);
+    return this.deadlines.bound(store.complete(this.ref, this.token, response), 'complete').then(
+      () => {
+        this.kept = response;
+      },
+      (error: unknown) => {
+        onError(error);
+        if (events !== undefined) this.completionFailed(events, error);
+      },
+    );
+  }
+
+  /** Each store applies its own size limit (fitResponse) when it writes the record. */
+  private storedOutcome(response: StoredResponse): CompleteEvent['outcome'] {
+    return (response.body?.byteLength ?? 0) > this.options.store.maxResponseBytes ? 'omitted' : 'stored';
   }
 
   /** The store did not take the completion: a lost lease (fenced out by the token), or a store error. */

@@ -223,12 +223,33 @@ export class Execution extends HeldClaim {
     threw = false,
   ): Promise<IdempotencyHttpError | undefined> {
     if (typeof statusOrResponse !== 'number') return this.store(statusOrResponse, headersOrThrew === true);
-    const headers = headersOrThrew as ResponseHeaders;
+    return this.store(this.stored(statusOrResponse, headersOrThrew as ResponseHeaders, body!), threw);
+  }
+
+  /**
+   * `finish`, without waiting a turn when there is nothing to wait for: when the store writes a
+   * record inside its call (the memory store), outside a transaction, with no previous-scope
+   * guard, no event listener and nothing the handler said of its ending, the record holds the
+   * answer once this returns, and the result is `finish`'s: undefined, send the handler's
+   * answer. Otherwise it returns `finish`'s promise. For adapters whose framework takes a
+   * callback: a Fastify handler that returns `reply` then finds it sent, rather than listening
+   * for the end of the response (docs/performance.md).
+   */
+  finishAtOnce(status: number, headers: ResponseHeaders, body: Uint8Array, threw = false): IdempotencyHttpError | undefined | Promise<IdempotencyHttpError | undefined> {
+    if (this.transaction !== undefined || this.guard !== undefined || this.options.events !== undefined || this.ending !== 'result' || !this.deadlines.settles('complete')) {
+      return this.finish(status, headers, body, threw);
+    }
+    const stored = this.stored(status, headers, body);
+    if (this.toFinished() === undefined) return undefined;
+    // Settled before it returns: the record is complete now; its outcome is reported as `finish` does.
+    void this.storeResult(stored, undefined);
+    return undefined;
+  }
+
+  /** The handler's answer as the record keeps it: the allowlisted headers. */
+  private stored(status: number, headers: ResponseHeaders, body: Uint8Array): StoredResponse {
     const allow = this.options.replayHeaders;
-    const stored = isIterable(headers)
-      ? toStoredResponse(statusOrResponse, headers, body!, allow)
-      : toStoredResponseFromRecord(statusOrResponse, headers, body!, allow);
-    return this.store(stored, threw);
+    return isIterable(headers) ? toStoredResponse(status, headers, body, allow) : toStoredResponseFromRecord(status, headers, body, allow);
   }
 
   private async store(response: StoredResponse, threw: boolean): Promise<IdempotencyHttpError | undefined> {

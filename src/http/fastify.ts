@@ -157,7 +157,15 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
           reply.code(error.status).type(PROBLEM_CONTENT_TYPE);
           return done(null, JSON.stringify(error.problem(problemTypeBase)));
         }
-        finishExecution(state, reply, payload).then((result) => done(null, result), done);
+        let finished: unknown;
+        try {
+          finished = finishExecution(state, reply, payload);
+        } catch (error) {
+          return done(error as Error);
+        }
+        // Answered at once when the store wrote the record inside its call (see storeAnswer).
+        if (finished instanceof Promise) finished.then((result: unknown) => done(null, result), done);
+        else done(null, finished);
       },
     };
     const target = route as unknown as Record<string, unknown>;
@@ -167,8 +175,8 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     }
   });
 
-  /** Stores the handler's answer, then lets it out (or the engine's replacement). */
-  function finishExecution(state: Pending, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  /** Stores the handler's answer, then lets it out (or the engine's replacement): the payload to send, or a promise of it. */
+  function finishExecution(state: Pending, reply: FastifyReply, payload: unknown): unknown {
     // A string or a Buffer (what almost every handler sends) is read without waiting a turn.
     const bytes = plainBytes(payload);
     if (bytes !== undefined) return storeAnswer(state, reply, payload, bytes);
@@ -181,12 +189,21 @@ async function plugin(fastify: FastifyInstance, options: IdempotencyOptions<Fast
     );
   }
 
-  async function storeAnswer(state: Pending, reply: FastifyReply, payload: unknown, read: Buffer): Promise<unknown> {
+  /**
+   * Completes the record, then answers: at once when the store wrote it inside its call
+   * (`finishAtOnce`), so that a handler returning `reply` finds it sent; else once the store answered.
+   */
+  function storeAnswer(state: Pending, reply: FastifyReply, payload: unknown, read: Buffer): unknown {
     const execution = state.execution!;
     state.execution = undefined; // captured once; a later error answer passes through
     const bytes = isNullBodyStatus(reply.statusCode) ? EMPTY : read;
-    const replacement = await execution.finish(reply.statusCode, reply.getHeaders(), bytes, state.threw);
-    // The payload as it came (a string goes out in one write with the headers), or its bytes.
+    const replacement = execution.finishAtOnce(reply.statusCode, reply.getHeaders(), bytes, state.threw);
+    if (replacement instanceof Promise) return replacement.then((late) => answerWith(late, reply, payload, bytes));
+    return answerWith(replacement, reply, payload, bytes);
+  }
+
+  /** The payload as it came (a string goes out in one write with the headers) or its bytes; or the problem replacing it. */
+  function answerWith(replacement: IdempotencyHttpError | undefined, reply: FastifyReply, payload: unknown, bytes: Buffer): unknown {
     if (!replacement) return payload === null || payload === undefined || typeof payload === 'string' ? payload : bytes;
     for (const name of entityHeaders) reply.removeHeader(name);
     reply.code(replacement.status).headers(replacement.headers).type(PROBLEM_CONTENT_TYPE);

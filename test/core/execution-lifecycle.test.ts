@@ -134,6 +134,58 @@ describe('finish', () => {
   });
 });
 
+describe('finishAtOnce', () => {
+  const headers = { 'content-type': 'application/json' };
+
+  it('on the memory store: the record is complete when it returns, with nothing to wait for', async () => {
+    const store = memoryStore({ sweepIntervalMs: 0 });
+    const { engine, reported } = engineOf({ store });
+    const execution = await executing(engine, 'at-once');
+    const result = execution.finishAtOnce(201, headers, Buffer.from('{"paid":true}'));
+    expect(result).toBeUndefined(); // not a promise: the adapter answers in the same turn
+    // The memory store reads inside its call: asked now, before any turn passes, it has the answer.
+    const record = store.get(ref('at-once'));
+    expect((await record)?.state).toBe('completed');
+    expect(body(await engine.decide({ key: 'at-once' }, reader))).toBe('{"paid":true}');
+    // Once only: a later finish stores nothing more.
+    expect(await execution.finish(answer)).toBeUndefined();
+    expect(reported).toEqual([]);
+  });
+
+  it('a completion the store refuses (the lease was taken over) is reported, and the answer still goes out', async () => {
+    let now = 0;
+    const store = memoryStore({ sweepIntervalMs: 0, clock: () => now });
+    const { engine, reported } = engineOf({ store, leaseMs: 1_000, renewLease: false });
+    const execution = await executing(engine, 'lost');
+    now = 5_000; // the lease is over: another request takes the key over
+    expect((await engine.decide({ key: 'lost' }, reader)).kind).toBe('execute');
+    expect(execution.finishAtOnce(201, headers, Buffer.from('"late"'))).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reported).toHaveLength(1);
+    expect(reported[0]).toBeInstanceOf(LeaseLostError);
+  });
+
+  it('waits for the store as finish does: a store that answers later, a transaction, a listener, a discard', async () => {
+    const slow = latch();
+    const inner = memoryStore({ sweepIntervalMs: 0 });
+    const { store: slowStore } = counting(inner, { complete: async (...args) => (await slow.promise, inner.complete(...args)) });
+    const cases: Array<[string, IdempotencyEngine<Req>, (execution: Execution) => void]> = [
+      ['a store whose completion is not settled on return', engineOf({ store: slowStore }).engine, () => {}],
+      ['transactional mode', engineOf({ store: transactionalMemory().store, transactional: true }).engine, () => {}],
+      ['an events listener', engineOf({ store: memoryStore({ sweepIntervalMs: 0 }), events: recordingEvents().events }).engine, () => {}],
+      ['ctx.discard()', engineOf({ store: memoryStore({ sweepIntervalMs: 0 }) }).engine, (execution) => execution.context.discard()],
+    ];
+    for (const [what, engine, before] of cases) {
+      const execution = await executing(engine, `waits-${cases.findIndex(([name]) => name === what)}`);
+      before(execution);
+      const result = execution.finishAtOnce(201, headers, Buffer.from('{}'));
+      expect(result, what).toBeInstanceOf(Promise);
+      if (what.startsWith('a store')) slow.open();
+      expect(await result, what).toBeUndefined();
+    }
+  });
+});
+
 describe('the complete event', () => {
   it('says how long the handler ran and the store took, to a tenth of a ms', async () => {
     const { events, named } = recordingEvents();
