@@ -223,7 +223,7 @@ export class Execution extends HeldClaim {
     threw = false,
   ): Promise<IdempotencyHttpError | undefined> {
     if (typeof statusOrResponse !== 'number') return this.store(statusOrResponse, headersOrThrew === true);
-    return this.store(this.stored(statusOrResponse, headersOrThrew as ResponseHeaders, body!), threw);
+    return this.store(this.storedAnswer(statusOrResponse, headersOrThrew as ResponseHeaders, body!), threw);
   }
 
   /**
@@ -239,7 +239,7 @@ export class Execution extends HeldClaim {
     if (this.transaction !== undefined || this.guard !== undefined || this.options.events !== undefined || this.ending !== 'result' || !this.deadlines.settles('complete')) {
       return this.finish(status, headers, body, threw);
     }
-    const stored = this.stored(status, headers, body);
+    const stored = this.storedAnswer(status, headers, body);
     if (this.toFinished() === undefined) return undefined;
     // Settled before it returns: the record is complete now; its outcome is reported as `finish` does.
     void this.storeResult(stored, undefined);
@@ -247,7 +247,7 @@ export class Execution extends HeldClaim {
   }
 
   /** The handler's answer as the record keeps it: the allowlisted headers. */
-  private stored(status: number, headers: ResponseHeaders, body: Uint8Array): StoredResponse {
+  private storedAnswer(status: number, headers: ResponseHeaders, body: Uint8Array): StoredResponse {
     const allow = this.options.replayHeaders;
     return isIterable(headers) ? toStoredResponse(status, headers, body, allow) : toStoredResponseFromRecord(status, headers, body, allow);
   }

@@ -11,6 +11,7 @@ import { placeOrder } from '../../bench/recovery/client.js';
 import { startPaymentService } from '../../bench/recovery/foreign.js';
 import type { PaymentService } from '../../bench/recovery/foreign.js';
 import { codeLines } from '../../bench/recovery/lines.js';
+import { freePort } from '../support/ports.js';
 
 describe('codeLines', () => {
   it('counts lines with code, not blank lines or comments', () => {
@@ -82,17 +83,8 @@ describe('placeOrder', () => {
     expect(keys).toEqual(['o1', 'o1', 'o1']);
   });
 
-  /** A port nothing listens on (just released). */
-  const closedPort = async () => {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const { port } = probe.address() as AddressInfo;
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
-    return port;
-  };
-
   it('retries a refused connection until the worker serves again', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     let requests = 0;
     const placing = placeOrder(`http://127.0.0.1:${port}`, { orderId: 'o2', amount: 1 }, Date.now() + 20_000);
     // The worker comes back once the client has been refused at least once.
@@ -110,7 +102,7 @@ describe('placeOrder', () => {
   });
 
   it('gives up at the deadline and says why', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const outcome = await placeOrder(`http://127.0.0.1:${port}`, { orderId: 'o3', amount: 1 }, Date.now() + 200);
     expect(outcome.answer).toBeUndefined();
     expect(outcome.lastError).toBe('ECONNREFUSED');

@@ -13,15 +13,7 @@ import { parseCheckArgs } from '../../src/check/args.js';
 import { CASE_IDS, CheckConfigError, runCheck, TargetUnreachableError } from '../../src/check/index.js';
 import { startHanging, startHangingAfterFirst } from './broken-servers.js';
 import { runCli } from './cli.js';
-
-/** A port nobody listens on: bound once, then released. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort as closedPort } from '../support/ports.js';
 
 describe('the CLI', () => {
   it('an unreachable URL: connection refused, exit 2', async () => {

@@ -54,9 +54,6 @@ export function spyPool(pool: Pool, options: SpyOptions = {}) {
   };
 }
 
-/** A port nothing listens on (it was free a moment ago). */
-export { freePort as closedPort } from '../support/ports.js';
-
 /** A server that accepts TCP connections and never says a word: a hung database host. */
 export async function startSilentServer(): Promise<{ port: number; close(): Promise<void> }> {
   const sockets = new Set<Socket>();

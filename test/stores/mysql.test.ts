@@ -14,7 +14,8 @@ import { MARIADB, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { sleep, until } from '../support/until.js';
 import { describeStoreContract } from './contract.js';
-import { closedPort, spyPool, startSilentServer } from './mysql-helpers.js';
+import { spyPool, startSilentServer } from './mysql-helpers.js';
+import { freePort } from '../support/ports.js';
 
 const up = await requireService(MARIADB);
 
@@ -708,7 +709,7 @@ describe.skipIf(!up)('mysql store on MariaDB', () => {
     };
 
     it('answers 503 at once while nothing listens on the port, and recovers once the server is reachable', async () => {
-      const port = await closedPort();
+      const port = await freePort();
       const pool = createPool({ ...BASE, port, connectionLimit: 2, connectTimeout: 1_000 });
       const { handle, send, state } = app(mysqlStore({ pool, table, statementTimeoutMs: NEVER }), { storeTimeoutMs: NEVER });
       const key = `k-${randomUUID()}`;

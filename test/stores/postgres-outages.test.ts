@@ -16,7 +16,8 @@ import { postgresStore } from '../../src/stores/postgres/index.js';
 import { POSTGRES, requireService } from '../support/services.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import type { TcpProxy } from '../support/tcp-proxy.js';
-import { ThrowawayCluster, dropTable, freePort, newPool, uniqueTable, until } from './postgres-support.js';
+import { ThrowawayCluster, dropTable, newPool, uniqueTable, until } from './postgres-support.js';
+import { freePort } from '../support/ports.js';
 
 const up = await requireService(POSTGRES);
 const canInitdb = up && (await ThrowawayCluster.available());

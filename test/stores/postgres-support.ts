@@ -62,8 +62,6 @@ export function countingPool(pool: pg.Pool) {
   };
 }
 
-export { freePort };
-
 /**
  * A private PostgreSQL cluster in a temp dir, for tests that stop the server. initdb refuses to
  * run as root, so as root the binaries run as the `postgres` user, in a dir that user owns.

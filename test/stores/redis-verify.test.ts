@@ -19,7 +19,8 @@ import type { RedisClient } from '../../src/stores/redis/store.js';
 import { keySlot } from '../../src/stores/redis/keys.js';
 import { CHECKPOINT, CLAIM, COMPLETE, READ, REAP, RELEASE, RENEW } from '../../src/stores/redis/lua.js';
 import type { RedisServer } from '../support/redis-servers.js';
-import { connectNodeRedisStoreClient, connectStoreClient, freePort, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
+import { connectNodeRedisStoreClient, connectStoreClient, requireRedisBinaries, STORE_CLIENT_OPTIONS, startRedisServer } from '../support/redis-servers.js';
+import { freePort } from '../support/ports.js';
 import { REDIS, requireService } from '../support/services.js';
 
 const up = await requireService(REDIS);

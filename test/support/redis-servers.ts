@@ -17,7 +17,6 @@ import type { RedisStoreOptions } from '../../src/stores/redis/index.js';
 import { sleep } from './until.js';
 import { freePort, listensOn, retryOnPortTaken } from './ports.js';
 
-export { freePort };
 
 /**
  * What the docs recommend for the store's client: fail a command at once while disconnected
