@@ -5,7 +5,7 @@
 import { LeaseLostError, StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
 import type { RedisArgument } from '../../drivers/redis.js';
-import { evalScript } from '../../drivers/redis.js';
+import { isNoScript } from '../../drivers/redis.js';
 import type { StoreClient } from './client.js';
 import type { LuaScript } from './lua.js';
 import { CORRUPT_CODE } from './lua.js';
@@ -28,13 +28,19 @@ export interface RedisContext {
   setNxGet: boolean;
 }
 
-/** Runs one script on one record: EVALSHA, or EVAL when the server has lost its script cache. */
+/**
+ * Runs one script on one record: EVALSHA, or EVAL when the server has lost its script cache (the
+ * script did not run then, so sending it again is safe, and EVAL caches it again).
+ */
 export async function runScript(c: RedisContext, script: LuaScript, key: string, ref: RecordRef | undefined, args: RedisArgument[]): Promise<unknown> {
   try {
-    return await evalScript(script, (command, shaOrSource) => {
-      if (command === 'evalsha') c.coalesce?.();
-      return c.client.send(command, key, [shaOrSource, 1, key, c.graceMs, ...args]);
-    });
+    c.coalesce?.();
+    try {
+      return await c.client.send('evalsha', key, [script.sha, 1, key, c.graceMs, ...args]);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await c.client.send('eval', key, [script.source, 1, key, c.graceMs, ...args]);
+    }
   } catch (error) {
     const message = messageOf(error);
     if (message.startsWith(CORRUPT_CODE)) throw corrupt(key, ref, message.slice(CORRUPT_CODE.length).trim());

@@ -3,6 +3,7 @@ import { hash } from 'node:crypto';
 import { StoreUnavailableError } from '../../core/errors.js';
 import type { RecordRef } from '../../core/store.js';
 import type { StoreClient } from './client.js';
+import { jsonString } from './json-text.js';
 import { messageOf, text } from './reply.js';
 
 /**
@@ -11,7 +12,7 @@ import { messageOf, text } from './reply.js';
  * keeps any future companion key of a record on the record's Cluster slot.
  */
 export function redisRecordKey(prefix: string, ref: RecordRef): string {
-  return `${prefix}:{${hash('sha256', JSON.stringify([ref.scope, ref.key]), 'hex')}}`;
+  return `${prefix}:{${hash('sha256', `[${jsonString(ref.scope)},${jsonString(ref.key)}]`, 'hex')}}`;
 }
 
 /** The Cluster slot of `key`, as Redis computes it: CRC16 (XMODEM) of its hash tag (or the whole key), mod 16384. */

@@ -4,6 +4,7 @@
  * that `SET … NX GET` returns.
  */
 import { isUtf8 } from 'node:buffer';
+import { jsonString } from './json-text.js';
 import { HEAD_BYTES, RECORD_FORMAT } from './lua.js';
 
 /**
@@ -40,11 +41,21 @@ export function encodeFreshRecord(f: {
   ttlMs: number;
   now: number;
 }): string {
-  const head =
-    `${RECORD_FORMAT}I${f.token}${pad(f.leaseMs, DIGITS)}${pad(f.windowMs, DIGITS)}${pad(f.ttlMs, DIGITS)}` +
-    `${pad(1, 10)}${pad(f.now, DIGITS)}`;
+  const head = `${RECORD_FORMAT}I${f.token}${durations(f.leaseMs, f.windowMs, f.ttlMs)}${pad(f.now, DIGITS)}`;
   if (head.length !== HEAD_BYTES) throw new RangeError('redis store: a record head needs a 32-character token and durations under 10^16 ms');
-  return `${head}${JSON.stringify([f.fingerprint, f.scope, f.key, false, false])}\n`;
+  return `${head}[${jsonString(f.fingerprint)},${jsonString(f.scope)},${jsonString(f.key)},false,false]\n`;
+}
+
+// Lease, window and TTL (then the attempt, 1) as a fresh record's head writes them: the same for
+// every request of a route, so the last ones are kept.
+let lastDurations = { leaseMs: -1, windowMs: -1, ttlMs: -1, text: '' };
+
+function durations(leaseMs: number, windowMs: number, ttlMs: number): string {
+  const last = lastDurations;
+  if (last.leaseMs === leaseMs && last.windowMs === windowMs && last.ttlMs === ttlMs) return last.text;
+  const text = `${pad(leaseMs, DIGITS)}${pad(windowMs, DIGITS)}${pad(ttlMs, DIGITS)}${pad(1, 10)}`;
+  lastDurations = { leaseMs, windowMs, ttlMs, text };
+  return text;
 }
 
 /**

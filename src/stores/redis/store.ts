@@ -13,6 +13,7 @@ import type { RedisContext } from './context.js';
 import { fencedScript, runScript } from './context.js';
 import { redisRecordKey, scanKeys } from './keys.js';
 import { CHECKPOINT, COMPLETE, READ, REAP, RELEASE, RENEW } from './lua.js';
+import { jsonPairs } from './json-text.js';
 import { encodeResponse } from './record.js';
 import { corrupt, parseInteger, parseJson, parseResponse, text } from './reply.js';
 import { verify } from './verify.js';
@@ -177,7 +178,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 async function complete(c: RedisContext, ref: RecordRef, token: string, response: StoredResponse): Promise<void> {
   checkRecordRef(ref);
   const fitted = fitResponse(response, c.maxResponseBytes);
-  const args = [token, encodeResponse(fitted.status, JSON.stringify(fitted.headers), fitted.body)];
+  const args = [token, encodeResponse(fitted.status, jsonPairs(fitted.headers), fitted.body)];
   const key = c.keyOf(ref);
   const deadline = Date.now() + c.completeRetryMs;
   for (let attempt = 0; ; attempt++) {
