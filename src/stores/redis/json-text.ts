@@ -7,6 +7,7 @@
 
 // What JSON.stringify escapes: control characters, quote and backslash; and a surrogate, which
 // may be a lone one (escaped too): all of them are left to it.
+// eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** `JSON.stringify(text)`. */
