@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jsonPairs, jsonString } from '../../src/stores/redis/json-text.js';
 import { redisRecordKey } from '../../src/stores/redis/keys.js';
-import { decodeRecord, encodeFreshRecord } from '../../src/stores/redis/record.js';
+import { decodeRecord, encodeFreshRecord, encodeResponse } from '../../src/stores/redis/record.js';
+import { parseResponse } from '../../src/stores/redis/reply.js';
 
 // Strings of every kind: ASCII, control characters, quotes and backslashes, non-ASCII, astral
 // characters, and UTF-16 units on their own (lone surrogates).
@@ -47,5 +48,28 @@ describe('the Redis store writes JSON.stringify\'s text without calling it', () 
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('a completed record reads back its response, headers parsed once per text and never shared wrongly', () => {
+    const corrupt = (reason: string) => new Error(reason) as never;
+    const record = (fingerprint: string, headers: Array<[string, string]>, body: string) =>
+      Buffer.concat([Buffer.from(`${encodeFreshRecord({ fingerprint, token: 'T'.repeat(32), leaseMs: 1, windowMs: 2, scope: '', key: 'k', ttlMs: 3, now: 4 })}`.replace(/^(.)I/, '$1C')), Buffer.from(encodeResponse(201, JSON.stringify(headers), Buffer.from(body)))]);
+    const read = (value: Buffer) => {
+      const r = decodeRecord(value)!;
+      const [status, headers, omitted, body] = r.response!;
+      return { fingerprint: r.fingerprint, response: parseResponse([status, headers, body, omitted], corrupt) };
+    };
+    const a = read(record('v2:a', [['content-type', 'application/json']], '{"id":1}'));
+    const b = read(record('v2:b', [['content-type', 'text/plain'], ['x-id', '"q"']], 'two'));
+    const again = read(record('v2:a', [['content-type', 'application/json']], '{"id":3}'));
+    expect(a.fingerprint).toBe('v2:a');
+    expect(a.response.headers).toEqual([['content-type', 'application/json']]);
+    expect(b.response.headers).toEqual([['content-type', 'text/plain'], ['x-id', '"q"']]);
+    expect(Buffer.from(again.response.body!).toString()).toBe('{"id":3}');
+    expect(again.response.headers).toEqual(a.response.headers);
+    // Shared between replays, so no reader may change them.
+    expect(Object.isFrozen(again.response.headers) && Object.isFrozen(again.response.headers[0])).toBe(true);
+    // A fingerprint with an escape is read by JSON.parse, to the same text.
+    expect(read(record('v2:"quoted"\\', [], '')).fingerprint).toBe('v2:"quoted"\\');
   });
 });

@@ -91,8 +91,8 @@ export function decodeRecord(value: Buffer): RedisRecord | undefined {
   try {
     const newline = value.indexOf(0x0a, HEAD_BYTES);
     if (newline < 0) return undefined;
-    const rest: unknown = JSON.parse(value.toString('utf8', HEAD_BYTES, newline));
-    if (!Array.isArray(rest) || typeof rest[0] !== 'string') return undefined;
+    const fingerprint = leadingString(value, HEAD_BYTES, newline);
+    if (fingerprint === undefined) return undefined;
     let response: unknown[] | undefined;
     if (completed) {
       const at = newline + 1;
@@ -105,10 +105,27 @@ export function decodeRecord(value: Buffer): RedisRecord | undefined {
       // Headers as text, the body as bytes (a view into the reply: the caller copies it).
       response = [status, value.toString('utf8', at + 14, bodyAt), omitted, omitted === 1 ? false : value.subarray(bodyAt)];
     }
-    return { completed, fingerprint: rest[0], leaseUntil, expiresAt, response };
+    return { completed, fingerprint, leaseUntil, expiresAt, response };
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The first item of the JSON array in value[from, to), a string (the record's fingerprint), or
+ * undefined. Read in place when it holds no escape (as every fingerprint idemkit makes), else by
+ * JSON.parse of the whole array: a replay then parses no JSON for it.
+ */
+function leadingString(value: Buffer, from: number, to: number): string | undefined {
+  if (value[from] === 0x5b && value[from + 1] === 0x22) {
+    for (let i = from + 2; i < to; i++) {
+      const byte = value[i]!;
+      if (byte === 0x22) return value[i + 1] === 0x2c ? value.toString('utf8', from + 2, i) : undefined;
+      if (byte === 0x5c || byte < 0x20) break; // an escape, or a control character (no JSON): left to JSON.parse
+    }
+  }
+  const rest: unknown = JSON.parse(value.toString('utf8', from, to));
+  return Array.isArray(rest) && typeof rest[0] === 'string' ? rest[0] : undefined;
 }
 
 /** The zero-padded decimal in value[from, to), or -1; read byte by byte (a replay reads six). */

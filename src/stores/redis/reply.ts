@@ -47,16 +47,29 @@ export function parseJson(value: unknown, field: string, at: Corrupt): unknown {
 /** [status, headers, body, body_omitted] as the scripts reply them, or as the record holds them. */
 export function parseResponse([status, headers, body, omitted]: unknown[], at: Corrupt): StoredResponse {
   if (!isHttpStatus(status)) throw at('status is not an HTTP status code');
-  const pairs = parseJson(headers, 'headers', at);
-  const headersWrong = headersProblem(pairs);
-  if (headersWrong !== undefined) throw at(headersWrong);
+  const pairs = headersOf(headers, at);
   if (omitted !== 0 && omitted !== 1) throw at('body_omitted is neither 0 nor 1');
   if (omitted === 0 && !Buffer.isBuffer(body)) throw at('body is missing');
   return {
     status,
-    headers: pairs as Array<[string, string]>,
+    headers: pairs,
     // A copy: the reply buffer may be a view into a larger socket buffer.
     body: omitted === 1 ? null : new Uint8Array(body as Buffer),
     bodyOmitted: omitted === 1,
   };
+}
+
+// The headers last read, parsed, checked and frozen: the replays of a route carry the same ones,
+// so their text is compared instead of parsed again (a JSON.parse costs more).
+let lastHeaders: { readonly text: string; readonly pairs: StoredResponse['headers'] } = { text: '[]', pairs: Object.freeze([]) };
+
+function headersOf(value: unknown, at: Corrupt): StoredResponse['headers'] {
+  const json = text(value);
+  if (json === lastHeaders.text) return lastHeaders.pairs;
+  const pairs = parseJson(json, 'headers', at);
+  const wrong = headersProblem(pairs);
+  if (wrong !== undefined) throw at(wrong);
+  const frozen = Object.freeze((pairs as Array<[string, string]>).map((pair) => Object.freeze(pair)));
+  if (json !== undefined) lastHeaders = { text: json, pairs: frozen };
+  return frozen;
 }
