@@ -66,7 +66,7 @@ async function replays(store: IdempotencyStore, refs: ReadonlyArray<{ scope: str
 }
 
 async function measureStore(kind: Exclude<StoreKind, 'none'>, iterations: number, repetitions: number): Promise<RawStoreResult> {
-  const opened = await openBenchStore(kind);
+  const opened = await openBenchStore(kind, { countRoundTrips: true });
   const { store } = opened;
   // Over the network a round trip dominates; fewer iterations give the same precision.
   if (kind === 'postgres' || kind === 'redis' || kind === 'redis-node') iterations = Math.max(500, Math.round(iterations / 10));

@@ -1,7 +1,8 @@
 /**
- * Opens each benchmarked store, in the server child and in the raw-store bench alike. Server
- * stores (PostgreSQL, Redis) count their round trips, so the report can show how many one
- * request costs.
+ * Opens each benchmarked store, in the server child and in the raw-store bench alike. Asked to
+ * (`countRoundTrips`, the raw-store bench), server stores (PostgreSQL, Redis) count their round
+ * trips, so the report can show how many one request costs; the server's stores do not, since the
+ * counting wrapper's own work would be counted as idemkit's by `npm run bench:instructions`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +21,7 @@ import { MEMORY_MAX_BYTES, MEMORY_MAX_RECORDS } from './shared.js';
 
 export interface BenchStore {
   readonly store: IdempotencyStore;
-  /** Round trips to the server so far (always 0 for in-process stores). */
+  /** Round trips to the server so far (always 0 for in-process stores, and when not counted). */
   roundTrips(): number;
   close(): Promise<void>;
 }
@@ -28,7 +29,7 @@ export interface BenchStore {
 export const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 
-export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<BenchStore> {
+export async function openBenchStore(kind: Exclude<StoreKind, 'none'>, { countRoundTrips = false } = {}): Promise<BenchStore> {
   const none = () => 0;
   if (kind === 'memory') {
     const store = memoryStore({ maxRecords: MEMORY_MAX_RECORDS, maxBytes: MEMORY_MAX_BYTES });
@@ -59,7 +60,7 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
       },
       connect: () => pool.connect(),
     } as unknown as pg.Pool;
-    const store = postgresStore({ pool: counted, table });
+    const store = postgresStore({ pool: countRoundTrips ? counted : pool, table });
     await store.migrate();
     return {
       store,
@@ -84,7 +85,7 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
       },
     });
     return {
-      store: redisStore({ client: counted, prefix }),
+      store: redisStore({ client: countRoundTrips ? counted : client, prefix }),
       roundTrips: () => trips,
       close: async () => {
         const keys = await client.keys(`${prefix}:*`);
@@ -113,7 +114,7 @@ export async function openBenchStore(kind: Exclude<StoreKind, 'none'>): Promise<
     setBuffer: counting('setBuffer'),
   });
   return {
-    store: redisStore({ client: counted, prefix }),
+    store: redisStore({ client: countRoundTrips ? counted : client, prefix }),
     roundTrips: () => trips,
     close: async () => {
       const keys = await client.keys(`${prefix}:*`);
