@@ -6,8 +6,11 @@ export type InstrWorkload = 'new-key' | 'replay';
 export const INSTR_FRAMEWORKS: readonly Framework[] = ['fastify', 'express'];
 export const INSTR_STORES: readonly InstrStore[] = ['memory', 'sqlite', 'postgres', 'redis', 'redis-node'];
 export const INSTR_WORKLOADS: readonly InstrWorkload[] = ['new-key', 'replay'];
-/** The implementations counted: the bare framework, idemkit, and the one peer with a race-correct record. */
-export type InstrImpl = Extract<Impl, 'bare' | 'idemkit' | 'node-idempotency'>;
+/**
+ * The implementations counted: the bare framework, idemkit, the one peer with a race-correct record,
+ * and `floor`, the Redis round trips alone through ioredis (store `redis` only; bench/server.ts, startFloor).
+ */
+export type InstrImpl = Extract<Impl, 'bare' | 'idemkit' | 'node-idempotency'> | 'floor';
 
 /** Server → parent (bench/instructions-probe.ts), in answer to `gc-stop`. */
 export interface GcReport {

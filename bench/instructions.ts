@@ -2,11 +2,12 @@
  * `npm run bench:instructions`: instructions per request in the bench server's process, counted by
  * Valgrind's callgrind, so the figure does not move with the machine's load (the throughput bench's
  * ±15-30 points hide any change under ~10 µs). For each framework and workload, in one run: the bare
- * framework, idemkit on each store, and node-idempotency on the stores it has; with the heap bytes
- * allocated and the scavenges per request.
+ * framework, idemkit on each store, node-idempotency on the stores it has, and on Redis the floor
+ * (below); with the heap bytes allocated and the scavenges per request.
  *
  *   npm run bench:instructions                                            # everything (~45 min on 2 cores)
- *   npm run bench:instructions -- --frameworks=fastify --stores=memory    # a subset (also BENCH_INSTR_FRAMEWORKS, _STORES, _WORKLOADS, _PEERS)
+ *   npm run bench:instructions -- --frameworks=fastify --stores=memory    # a subset (also BENCH_INSTR_FRAMEWORKS, _STORES, _WORKLOADS, _PEERS, _FLOOR)
+ *   npm run bench:instructions -- --stores=redis --floor=none             # without the Redis floor (it runs whenever redis is among the stores)
  *   BENCH_INSTR_NETWORK_RUNS=5 npm run bench:instructions -- --stores=redis   # server processes per Redis/PostgreSQL row (3); BENCH_INSTR_RUNS for the others (1)
  *   npm run bench:instructions -- --guard                                 # CI: Fastify + memory against bench/instructions-baseline.json
  *   npm run bench:instructions -- --guard --update-baseline               # rewrite the baseline (commit it saying why)
@@ -19,6 +20,12 @@
  * instrumentation off, the second half with V8's GC profiler on (instructions-probe.ts: the
  * allocation figures, never counted); then 4,000 counted requests, in windows of WINDOW, each
  * dumped. Everything the process runs in a window is counted: every thread, JIT and GC included.
+ *
+ * The floor (`--floor=redis`, the default; `--floor=none` leaves it out): on store `redis`, the
+ * same server with no idempotency layer, only the round trips any race-correct one makes through
+ * ioredis: one `SET … NX GET` per request, answering a replay from its reply, and one `EVALSHA`
+ * storing a new key's answer before it goes (bench/server.ts, startFloor). idemkit's Redis store
+ * makes the same round trips, so the floor's added instructions are what it cannot go below.
  *
  * Writes the tables into bench/RESULTS.md (between its instructions markers) unless --no-write or
  * --guard, and every run into bench/results/instructions.json (git-ignored).
@@ -60,6 +67,7 @@ const { values: flags } = parseArgs({
     stores: { type: 'string' },
     workloads: { type: 'string' },
     peers: { type: 'string' },
+    floor: { type: 'string' },
     runs: { type: 'string' },
     'network-runs': { type: 'string' },
     warmup: { type: 'string' },
@@ -95,6 +103,8 @@ const frameworks: readonly Framework[] = guard ? ['fastify'] : list('--framework
 const stores: readonly InstrStore[] = guard ? ['memory'] : list('--stores', flags.stores ?? env.BENCH_INSTR_STORES, INSTR_STORES);
 const workloads: readonly InstrWorkload[] = guard ? INSTR_WORKLOADS : list('--workloads', flags.workloads ?? env.BENCH_INSTR_WORKLOADS, INSTR_WORKLOADS);
 const withPeer = !guard && list('--peers', flags.peers ?? env.BENCH_INSTR_PEERS, ['node-idempotency'] as const).length > 0;
+/** The Redis floor (bench/server.ts, startFloor), where redis is among the stores. */
+const withFloor = !guard && stores.includes('redis') && list('--floor', flags.floor ?? env.BENCH_INSTR_FLOOR, ['redis'] as const).length > 0;
 /** Server processes per row (each a fresh process: its own JIT and GC history). */
 // A baseline is the median of three: one process now and then settles on a slower path for its life (see main).
 const runs = count('--runs', flags.runs ?? env.BENCH_INSTR_RUNS, flags['update-baseline'] ? 3 : 1);
@@ -116,6 +126,7 @@ interface Subject {
 function subjectsFor(framework: Framework): Subject[] {
   const subjects: Subject[] = [{ impl: 'bare', store: 'none' }];
   for (const store of stores) subjects.push({ impl: 'idemkit', store });
+  if (withFloor) subjects.push({ impl: 'floor', store: 'redis' });
   if (withPeer) for (const store of stores) if (!notApplicable('node-idempotency', framework, store)) subjects.push({ impl: 'node-idempotency', store });
   return subjects;
 }
@@ -248,7 +259,7 @@ async function main(): Promise<number> {
   const plan = frameworks.flatMap((framework) => subjectsFor(framework).map((s) => workloads.length * runsOf(s)));
   log(
     `instructions per request under callgrind: ${frameworks.join(', ')} × ${workloads.join(', ')} × bare, idemkit on ${stores.join(', ')}` +
-      `${withPeer ? ', node-idempotency where it has the store' : ''}; ${plan.reduce((a, b) => a + b, 0)} server processes ` +
+      `${withFloor ? ', the ioredis floor' : ''}${withPeer ? ', node-idempotency where it has the store' : ''}; ${plan.reduce((a, b) => a + b, 0)} server processes ` +
       `(${runs} per row, ${networkRuns} for Redis and PostgreSQL); ${connections} connections, ${warmupRequests} warm-up requests, ${countedRequests} counted`,
   );
   const outDir = flags['keep-profiles'] ?? mkdtempSync(join(tmpdir(), 'idemkit-callgrind-'));

@@ -6,6 +6,10 @@
  *
  *   node --conditions=idemkit-source --import tsx bench/server.ts --impl=idemkit --framework=fastify --store=memory
  *
+ * `--impl=floor --store=redis` (Fastify, Express): the same route and handler with no idempotency
+ * layer, but the Redis round trips any race-correct one makes, through ioredis (startFloor), for
+ * `npm run bench:instructions` to count.
+ *
  * Besides the route, a control server on another port answers `GET /__executions?key=…` with how
  * many times the handler ran for that key (keys starting with `ct-` or `race-` are counted one by
  * one): the race check's double-execution count does not trust the implementation's answers.
@@ -25,8 +29,8 @@ import { notApplicable } from './peers/applicability.js';
 import type { Body, PeerContext, PeerServer } from './peers/types.js';
 import { NotApplicable } from './peers/types.js';
 import { REDIS_URL, openBenchStore } from './stores.js';
-import type { AppSpec, ChildMessage, Framework, Impl, ServerConfig, StoreKind } from './shared.js';
-import { ROUTE, TRACKED_KEY_PREFIXES } from './shared.js';
+import type { AppSpec, ChildMessage, Framework, ServerConfig, ServerImpl, StoreKind } from './shared.js';
+import { CONTENT_TYPE, ROUTE, TRACKED_KEY_PREFIXES } from './shared.js';
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +44,7 @@ const { values } = parseArgs({
   },
 });
 const config: ServerConfig = {
-  impl: values.impl as Impl,
+  impl: values.impl as ServerImpl,
   framework: values.framework as Framework,
   store: values.store as StoreKind,
   delayMs: Number(values.delay),
@@ -152,11 +156,13 @@ async function startExpress(store: IdempotencyStore | undefined): Promise<number
 
 async function startPeer(): Promise<number> {
   // The peers' glue is written for Fastify and Express (bench/peers/applicability.ts says where each applies).
-  const reason = notApplicable(config.impl, config.framework, config.store);
+  const impl = config.impl;
+  if (impl === 'floor') throw new Error('the floor is no peer');
+  const reason = notApplicable(impl, config.framework, config.store);
   if (reason !== undefined) throw new NotApplicable(reason);
   const ctx: PeerContext = { ...config, redisUrl: REDIS_URL, execute };
   let server: PeerServer;
-  switch (config.impl) {
+  switch (impl) {
     case 'node-idempotency':
       server = await (await import('./peers/node-idempotency.js')).start(ctx);
       break;
@@ -170,7 +176,7 @@ async function startPeer(): Promise<number> {
       });
       break;
     default:
-      throw new Error(`unknown implementation ${config.impl}`);
+      throw new Error(`unknown implementation ${impl}`);
   }
   cleanups.push(() => server.close());
   if (config.store === 'redis') {
@@ -178,18 +184,105 @@ async function startPeer(): Promise<number> {
     cleanups.push(async () => {
       const redis = new Redis(REDIS_URL);
       try {
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `*${config.nonce}*`, 'COUNT', 1000);
-          if (keys.length > 0) await redis.unlink(...keys);
-          cursor = next;
-        } while (cursor !== '0');
+        await unlinkMatching(redis, `*${config.nonce}*`);
       } finally {
         redis.disconnect();
       }
     });
   }
   return server.port;
+}
+
+async function unlinkMatching(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (keys.length > 0) await redis.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+/** The floor's fresh record: as long as idemkit's fresh record of a bench request, about. */
+const FLOOR_FRESH = `F${'-'.repeat(249)}`;
+/** A completed record is 'C' and the answer's body: the first byte says which. */
+const FLOOR_COMPLETED = 0x43;
+/** Completes a record still there (its TTL kept), as idemkit's complete script does (with no lease to check). */
+const FLOOR_COMPLETE = "if redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL') return 1 end return 0";
+
+/**
+ * `--impl=floor --store=redis`: the least Redis work any race-correct idempotency layer does per
+ * request, through the client idemkit's Redis store is measured on (ioredis, made as
+ * bench/stores.ts makes it), with no idempotency logic: before the handler, one `SET key <fresh>
+ * PX <24 h> NX GET` (a new key: nil; a replay: the completed record, answered from at once, 201
+ * with the stored body, and the handler skipped); after it, one `EVALSHA` that stores 'C' + the
+ * body, awaited before the answer goes. No fingerprint, no lease, no headers kept, no in-flight
+ * answer (a record found not completed runs the handler: the bench never sends one), no errors
+ * mapped: what is left is the round trips and the bytes, as idemkit's store sends them
+ * (src/stores/redis/claim.ts, store.ts).
+ */
+async function startFloor(): Promise<number> {
+  if (config.store !== 'redis') throw new NotApplicable('the floor is measured on Redis (ioredis) only');
+  if (config.framework !== 'fastify' && config.framework !== 'express') throw new NotApplicable('the floor is written for Fastify and Express');
+  const redis = new Redis(REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true });
+  await redis.connect();
+  // The run's nonce, and the process's own keys (a replay key is not found completed by the row's previous process).
+  const prefix = `floor-${config.nonce}-${process.pid}:`;
+  cleanups.push(async () => {
+    try {
+      await unlinkMatching(redis, `${prefix}*`);
+    } finally {
+      redis.disconnect();
+    }
+  });
+  const sha = (await redis.script('LOAD', FLOOR_COMPLETE)) as string;
+  /** The completed record, or null (the key was free: claimed) or a record not completed. */
+  const claim = (key: string) => redis.setBuffer(key, FLOOR_FRESH, 'PX', 86_400_000, 'NX', 'GET');
+  const complete = (key: string, body: string) => redis.evalsha(sha, 1, key, `C${body}`);
+  const completed = (record: Buffer | null): record is Buffer => record !== null && record[0] === FLOOR_COMPLETED;
+
+  if (config.framework === 'fastify') {
+    const app = Fastify({ logger: false });
+    app.addHook('preHandler', async (request, reply) => {
+      const record = await claim(prefix + (request.headers['idempotency-key'] as string));
+      if (completed(record)) return reply.code(201).type(CONTENT_TYPE).send(record.subarray(1));
+    });
+    app.addHook('onSend', async (request, _reply, payload) => {
+      // A replay's payload is the record's Buffer (above); the handler's answer is serialized: a string.
+      if (typeof payload !== 'string') return payload;
+      await complete(prefix + (request.headers['idempotency-key'] as string), payload);
+      return payload;
+    });
+    app.post(ROUTE, async (request, reply) => reply.code(201).send(execute(request.headers['idempotency-key'] as string | undefined)));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return (app.server.address() as AddressInfo).port;
+  }
+
+  const app = express();
+  const floor: express.RequestHandler = (req, res, next) => {
+    const key = prefix + req.get('idempotency-key')!;
+    claim(key).then((record) => {
+      if (completed(record)) {
+        const body = record.subarray(1);
+        return void res.writeHead(201, { 'content-type': CONTENT_TYPE, 'content-length': body.length }).end(body);
+      }
+      // The handler's answer reaches res.end whole (res.json → res.send): stored, then sent.
+      const end = res.end as (chunk: string | Buffer, encoding?: BufferEncoding) => express.Response;
+      res.end = ((chunk: string | Buffer, encoding?: BufferEncoding) => {
+        complete(key, chunk.toString()).then(
+          () => end.call(res, chunk, encoding),
+          (error: unknown) => res.destroy(error as Error),
+        );
+        return res;
+      }) as express.Response['end'];
+      next();
+    }, next);
+  };
+  app.post(ROUTE, floor, express.json(), (req, res) => {
+    res.status(201).json(execute(req.get('idempotency-key')));
+  });
+  const server = createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
 }
 
 async function startControl(): Promise<number> {
@@ -249,7 +342,7 @@ async function startOurs(): Promise<number> {
 }
 
 try {
-  const port = config.impl === 'bare' || config.impl === 'idemkit' ? await startOurs() : await startPeer();
+  const port = config.impl === 'bare' || config.impl === 'idemkit' ? await startOurs() : config.impl === 'floor' ? await startFloor() : await startPeer();
   const controlPort = await startControl();
   send({ type: 'listening', port, controlPort });
   if (!process.send) console.log(`listening on http://127.0.0.1:${port}${ROUTE}, control ${controlPort} (${JSON.stringify(config)})`);

@@ -15,6 +15,11 @@ export type Workload = 'new-key' | 'replay' | 'contention' | 'no-key';
  */
 export type Impl = 'bare' | 'idemkit' | 'node-idempotency' | 'express-idempotency' | 'powertools';
 export const PEERS: ReadonlyArray<Exclude<Impl, 'bare' | 'idemkit'>> = ['node-idempotency', 'express-idempotency', 'powertools'];
+/**
+ * What server.ts can serve: an Impl, or `floor` (Redis on ioredis only, counted by
+ * `npm run bench:instructions`): the round trips any race-correct layer makes, and no idempotency logic.
+ */
+export type ServerImpl = Impl | 'floor';
 
 /** The contention workload: this many connections… */
 export const CONTENTION_CONNECTIONS = 64;
@@ -40,7 +45,7 @@ export const MEMORY_MAX_BYTES = 64 * 1024 ** 3;
 
 /** How server.ts is told what to serve (argv: --framework=… --store=… --delay=… --required=…). */
 export interface ServerConfig {
-  readonly impl: Impl;
+  readonly impl: ServerImpl;
   readonly framework: Framework;
   readonly store: StoreKind;
   /** Handler delay in ms (0: a synchronous handler). */
