@@ -211,7 +211,7 @@ export function instructionTargets(results: InstrResults): InstrTarget[] {
         const room = p * PEER_SHARE - f;
         floorText =
           ` (floor: ${FLOOR_ROUND_TRIPS[workload]} ${signedK(f)}; ${PEER_SHARE === 0.5 ? '½' : PEER_SHARE} of node-idempotency is ${signedK(p * PEER_SHARE)}: ` +
-          `${room > 0 ? `reachable, idemkit's own work above the floor is ${signedK(a - f)} and must fit in ${signedK(room)}` : `out of reach, the floor alone is ${signedK(-room)} above it`})`;
+          `${room > 0 ? `which leaves ${signedK(room)} for everything but Redis; idemkit's own work above the floor is ${signedK(a - f)}` : `below the floor alone by ${signedK(-room)}`})`;
       }
       targets.push({
         ok: ratio <= PEER_SHARE,
